@@ -1,0 +1,64 @@
+// Package readmodel stores the documents projections produce: JSON objects addressed by
+// (projection, collection, key).
+//
+// Writes are fenced (DESIGN §3): each Apply carries the shard, the writer's lease epoch and the
+// sequence number of the last event the mutations include. Implementations make a replayed
+// Apply (same or lower sequence from the same shard) change nothing, and refuse an Apply from a
+// stale epoch with ErrFenced, so read models get an exactly-once effect on top of at-least-once
+// delivery.
+package readmodel
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrFenced is returned by Apply when a newer lease owner has written for the shard.
+var ErrFenced = errors.New("readmodel: fenced: a newer lease owner wrote for this shard")
+
+// Mutation is one write. Doc is a JSON object; nil means delete.
+type Mutation struct {
+	Collection string
+	Key        string
+	Doc        []byte
+}
+
+// Write is the set of mutations one shard produced up to and including sequence number Seq.
+type Write struct {
+	Projection string
+	ShardID    string
+	Epoch      int64  // the writer's lease epoch
+	Seq        string // last sequence number whose effects the mutations include
+	Mutations  []Mutation
+}
+
+// Doc is one stored document.
+type Doc struct {
+	Collection string
+	Key        string
+	Doc        []byte
+}
+
+// Store holds read models. Implementations are safe for concurrent use and must pass
+// readmodel/readmodeltest.
+type Store interface {
+	// Get returns the document at collection/key, or found=false.
+	Get(ctx context.Context, projection, collection, key string) (doc []byte, found bool, err error)
+	// Apply applies w's mutations in order (last write to a key wins). ErrFenced when w.Epoch is
+	// older than an epoch already seen for w.ShardID. Mutations already applied from the same
+	// shard at a sequence >= w.Seq are skipped.
+	Apply(ctx context.Context, w Write) error
+	// Scan returns the documents of a collection ordered by key ("" collection = all, ordered by
+	// collection then key).
+	Scan(ctx context.Context, projection, collection string) ([]Doc, error)
+}
+
+// Committer is implemented by stores that also hold cursors and can commit a Write together with
+// the shard's cursor (set to w.Seq) in one transaction, fenced by w.Epoch (the embedded SQLite
+// store). The runner prefers it to Apply followed by a cursor save: it makes local runs
+// exactly-once without relying on per-item markers.
+type Committer interface {
+	// Commit applies w and saves the cursor of (w.Projection, w.ShardID) at w.Seq atomically.
+	// Errors: ErrFenced (wrapping cursorstore.ErrFenced too) when w.Epoch is stale.
+	Commit(ctx context.Context, w Write) error
+}
