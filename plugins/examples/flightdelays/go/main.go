@@ -1,0 +1,13 @@
+// Command flightdelays-go is the flightdelays projection built as a WebAssembly reactor:
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o flightdelays-go.wasm .
+package main
+
+import (
+	"github.com/projhost/projhost/plugins/examples/flightdelays"
+	"github.com/projhost/projhost/wasmabi/guest"
+)
+
+func init() { guest.Handle(flightdelays.Handler) }
+
+func main() {}

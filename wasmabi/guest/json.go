@@ -1,0 +1,544 @@
+package guest
+
+import (
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Zero-allocation accessors for the top-level fields of a JSON object (RFC 8259), for event data
+// and stored documents. They scan data from the start on every call, skip (and syntax-check) the
+// values before the field they look for, and stop at it: bytes after the field are not checked,
+// so {"a":1 is enough to read "a". Keys match exactly after unescaping, as encoding/json does for
+// map keys. When a key occurs more than once, the first occurrence wins (RFC 8259 §4 leaves
+// duplicates undefined; encoding/json takes the last). None of them panic on any input; on
+// anything that is not an object, a missing field or a value of another type they return false.
+//
+// They agree with encoding/json on valid input (checked by FuzzJSON): nesting is limited to
+// 10000 levels like encoding/json, strings are unescaped with U+FFFD for invalid UTF-8 and lone
+// surrogates.
+
+// maxJSONDepth is the deepest nesting accepted, the limit encoding/json applies.
+const maxJSONDepth = 10000
+
+// JSONRaw returns the raw JSON text of the top-level field key of the object data, e.g.
+// `{"x":1}` for key "x" of {"a":{"x":1}}. The slice aliases data.
+func JSONRaw(data []byte, key string) ([]byte, bool) {
+	v, _, ok := jsonField(data, key)
+	return v, ok
+}
+
+// JSONInt returns the top-level field key of the object data when it is an integer literal
+// (no fraction or exponent) that fits in an int64.
+func JSONInt(data []byte, key string) (int64, bool) {
+	v, _, ok := jsonField(data, key)
+	if !ok {
+		return 0, false
+	}
+	return parseJSONInt(v)
+}
+
+// JSONFloat returns the top-level field key of the object data when it is a number.
+func JSONFloat(data []byte, key string) (float64, bool) {
+	v, _, ok := jsonField(data, key)
+	if !ok || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	return f, err == nil
+}
+
+// JSONBool returns the top-level field key of the object data when it is true or false.
+func JSONBool(data []byte, key string) (value, ok bool) {
+	v, _, ok := jsonField(data, key)
+	if !ok {
+		return false, false
+	}
+	switch v[0] {
+	case 't':
+		return true, true
+	case 'f':
+		return false, true
+	}
+	return false, false
+}
+
+// JSONString returns the unescaped value of the top-level string field key of the object data.
+// The result aliases data (no allocation) unless the string contains escapes or invalid UTF-8,
+// in which case it is a new slice.
+func JSONString(data []byte, key string) ([]byte, bool) {
+	v, plain, ok := jsonField(data, key)
+	if !ok || v[0] != '"' {
+		return nil, false
+	}
+	raw := v[1 : len(v)-1]
+	if plain {
+		return raw, true
+	}
+	return unescapeJSON(make([]byte, 0, len(raw)), raw), true
+}
+
+// jsonField finds the top-level field key of the object data and returns its raw value. plain
+// reports, for a string value, that its raw content is already its unescaped, valid UTF-8 value.
+func jsonField(data []byte, key string) (val []byte, plain, ok bool) {
+	i := skipWS(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return nil, false, false
+	}
+	i = skipWS(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return nil, false, false
+	}
+	for {
+		if i >= len(data) || data[i] != '"' {
+			return nil, false, false
+		}
+		j, kplain := scanString(data, i)
+		if j < 0 {
+			return nil, false, false
+		}
+		match := keyEqual(data[i+1:j-1], kplain, key)
+		i = skipWS(data, j)
+		if i >= len(data) || data[i] != ':' {
+			return nil, false, false
+		}
+		i = skipWS(data, i+1)
+		start := i
+		if i < len(data) && data[i] == '"' {
+			var vplain bool
+			if j, vplain = scanString(data, i); j < 0 {
+				return nil, false, false
+			}
+			if match {
+				return data[start:j], vplain, true
+			}
+		} else {
+			if j = skipValue(data, i, 0); j < 0 {
+				return nil, false, false
+			}
+			if match {
+				return data[start:j], false, true
+			}
+		}
+		i = skipWS(data, j)
+		if i >= len(data) {
+			return nil, false, false
+		}
+		switch data[i] {
+		case ',':
+			i = skipWS(data, i+1)
+		default: // '}' ends the object without the key; anything else is a syntax error
+			return nil, false, false
+		}
+	}
+}
+
+func keyEqual(raw []byte, plain bool, key string) bool {
+	if plain {
+		return string(raw) == key
+	}
+	var tmp [128]byte
+	return string(unescapeJSON(tmp[:0], raw)) == key
+}
+
+func skipWS(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// scanString checks the string starting at data[i] == '"' and returns the index after its closing
+// quote (-1 when malformed) and whether its content has neither escapes nor invalid UTF-8.
+func scanString(data []byte, i int) (end int, plain bool) {
+	i++
+	start := i
+	plain = true
+	high := false
+	for i < len(data) {
+		c := data[i]
+		switch {
+		case c == '"':
+			if high && plain && !utf8.Valid(data[start:i]) {
+				plain = false
+			}
+			return i + 1, plain
+		case c == '\\':
+			plain = false
+			if i+1 >= len(data) {
+				return -1, false
+			}
+			switch data[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(data) {
+					return -1, false
+				}
+				for _, h := range data[i+2 : i+6] {
+					if hexVal(h) < 0 {
+						return -1, false
+					}
+				}
+				i += 6
+			default:
+				return -1, false
+			}
+		case c < 0x20:
+			return -1, false
+		default:
+			if c >= 0x80 {
+				high = true
+			}
+			i++
+		}
+	}
+	return -1, false
+}
+
+// skipValue checks the value starting at data[i] and returns the index after it, or -1.
+func skipValue(data []byte, i, depth int) int {
+	if i >= len(data) {
+		return -1
+	}
+	switch c := data[i]; {
+	case c == '"':
+		j, _ := scanString(data, i)
+		return j
+	case c == '{':
+		if depth >= maxJSONDepth {
+			return -1
+		}
+		i = skipWS(data, i+1)
+		if i < len(data) && data[i] == '}' {
+			return i + 1
+		}
+		for {
+			if i >= len(data) || data[i] != '"' {
+				return -1
+			}
+			if i, _ = scanString(data, i); i < 0 {
+				return -1
+			}
+			i = skipWS(data, i)
+			if i >= len(data) || data[i] != ':' {
+				return -1
+			}
+			if i = skipValue(data, skipWS(data, i+1), depth+1); i < 0 {
+				return -1
+			}
+			i = skipWS(data, i)
+			if i >= len(data) {
+				return -1
+			}
+			if data[i] == '}' {
+				return i + 1
+			}
+			if data[i] != ',' {
+				return -1
+			}
+			i = skipWS(data, i+1)
+		}
+	case c == '[':
+		if depth >= maxJSONDepth {
+			return -1
+		}
+		i = skipWS(data, i+1)
+		if i < len(data) && data[i] == ']' {
+			return i + 1
+		}
+		for {
+			if i = skipValue(data, i, depth+1); i < 0 {
+				return -1
+			}
+			i = skipWS(data, i)
+			if i >= len(data) {
+				return -1
+			}
+			if data[i] == ']' {
+				return i + 1
+			}
+			if data[i] != ',' {
+				return -1
+			}
+			i = skipWS(data, i+1)
+		}
+	case c == 't':
+		return skipLiteral(data, i, "true")
+	case c == 'f':
+		return skipLiteral(data, i, "false")
+	case c == 'n':
+		return skipLiteral(data, i, "null")
+	case c == '-' || c >= '0' && c <= '9':
+		return skipNumber(data, i)
+	}
+	return -1
+}
+
+func skipLiteral(data []byte, i int, lit string) int {
+	if len(data)-i < len(lit) || string(data[i:i+len(lit)]) != lit {
+		return -1
+	}
+	return i + len(lit)
+}
+
+// skipNumber checks -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? at data[i].
+func skipNumber(data []byte, i int) int {
+	if data[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(data) && data[i] == '0':
+		i++
+	case i < len(data) && data[i] >= '1' && data[i] <= '9':
+		i = skipDigits(data, i)
+	default:
+		return -1
+	}
+	if i < len(data) && data[i] == '.' {
+		j := skipDigits(data, i+1)
+		if j == i+1 {
+			return -1
+		}
+		i = j
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		j := skipDigits(data, i)
+		if j == i {
+			return -1
+		}
+		i = j
+	}
+	return i
+}
+
+func skipDigits(data []byte, i int) int {
+	for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// parseJSONInt parses a raw JSON value that must be an integer literal fitting in an int64.
+func parseJSONInt(v []byte) (int64, bool) {
+	neg := v[0] == '-'
+	d := v
+	if neg {
+		d = v[1:]
+	}
+	if len(d) == 0 || len(d) > 19 {
+		return 0, false
+	}
+	var u uint64
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		u = u*10 + uint64(c-'0') // at most 19 digits: cannot overflow uint64
+	}
+	if neg {
+		if u > 1<<63 {
+			return 0, false
+		}
+		return -int64(u), true
+	}
+	if u > 1<<63-1 {
+		return 0, false
+	}
+	return int64(u), true
+}
+
+func hexVal(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+func hex4(b []byte) rune {
+	return rune(hexVal(b[0])<<12 | hexVal(b[1])<<8 | hexVal(b[2])<<4 | hexVal(b[3]))
+}
+
+// unescapeJSON appends the value of the raw (already syntax-checked) string content to dst,
+// replacing invalid UTF-8 and lone surrogates with U+FFFD, as encoding/json does.
+func unescapeJSON(dst, raw []byte) []byte {
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c == '\\' {
+			switch raw[i+1] {
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				r := hex4(raw[i+2:])
+				i += 6
+				if utf16.IsSurrogate(r) {
+					r2 := utf8.RuneError
+					if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+						if d := utf16.DecodeRune(r, hex4(raw[i+2:])); d != utf8.RuneError {
+							r2 = d
+							i += 6
+						}
+					}
+					r = r2
+				}
+				dst = utf8.AppendRune(dst, r)
+				continue
+			default: // '"', '\\', '/'
+				dst = append(dst, raw[i+1])
+			}
+			i += 2
+			continue
+		}
+		if c < utf8.RuneSelf {
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(raw[i:])
+		dst = utf8.AppendRune(dst, r)
+		i += size
+	}
+	return dst
+}
+
+// Object appends one JSON object to a byte slice, without allocating beyond growing it. Fields
+// appear in the order they are added; keys and string values are escaped (invalid UTF-8 becomes
+// U+FFFD). Use:
+//
+//	o := guest.NewObject(scratch[:0])
+//	o.Int("flights", n).Str("origin", "SFO")
+//	doc := o.Bytes() // {"flights":12,"origin":"SFO"}
+//
+// The AssemblyScript library's JsonWriter writes byte-identical output for the same calls.
+type Object struct {
+	buf    []byte
+	fields int
+}
+
+// NewObject starts an object appended to dst.
+func NewObject(dst []byte) Object { return Object{buf: append(dst, '{')} }
+
+func (o *Object) key(k string) {
+	if o.fields > 0 {
+		o.buf = append(o.buf, ',')
+	}
+	o.fields++
+	o.buf = appendQuoted(o.buf, k)
+	o.buf = append(o.buf, ':')
+}
+
+// Int adds an integer field.
+func (o *Object) Int(key string, v int64) *Object {
+	o.key(key)
+	o.buf = strconv.AppendInt(o.buf, v, 10)
+	return o
+}
+
+// Float adds a number field in the shortest form that round-trips; NaN and ±Inf, which JSON
+// cannot represent, are written as null.
+func (o *Object) Float(key string, v float64) *Object {
+	o.key(key)
+	if v != v || v > 1.7976931348623157e308 || v < -1.7976931348623157e308 {
+		o.buf = append(o.buf, "null"...)
+		return o
+	}
+	o.buf = strconv.AppendFloat(o.buf, v, 'g', -1, 64)
+	return o
+}
+
+// Bool adds a true or false field.
+func (o *Object) Bool(key string, v bool) *Object {
+	o.key(key)
+	o.buf = strconv.AppendBool(o.buf, v)
+	return o
+}
+
+// Str adds a string field.
+func (o *Object) Str(key, v string) *Object {
+	o.key(key)
+	o.buf = appendQuoted(o.buf, v)
+	return o
+}
+
+// StrBytes adds a string field from bytes.
+func (o *Object) StrBytes(key string, v []byte) *Object {
+	o.key(key)
+	o.buf = appendQuoted(o.buf, v)
+	return o
+}
+
+// Raw adds a field whose value is the JSON text raw, copied unchecked: it must be valid JSON.
+func (o *Object) Raw(key string, raw []byte) *Object {
+	o.key(key)
+	o.buf = append(o.buf, raw...)
+	return o
+}
+
+// Bytes returns dst followed by the finished object. It may be called more than once.
+func (o *Object) Bytes() []byte { return append(o.buf, '}') }
+
+const hexDigits = "0123456789abcdef"
+
+func appendQuoted[T string | []byte](dst []byte, s T) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			if c < 0x20 {
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+				break
+			}
+			var tmp [utf8.UTFMax]byte
+			r, size := utf8.DecodeRune(tmp[:copy(tmp[:], s[i:])])
+			if r == utf8.RuneError && size == 1 {
+				dst = append(dst, "\ufffd"...)
+			} else {
+				dst = append(dst, s[i:i+size]...)
+			}
+			i += size
+			continue
+		}
+		i++
+	}
+	return append(dst, '"')
+}

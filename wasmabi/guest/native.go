@@ -1,0 +1,165 @@
+//go:build !wasip1
+
+package guest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/projhost/projhost/wasmabi"
+)
+
+// ErrHandlerFailed is wrapped by the error Native.Run returns when the handler failed the batch
+// (returned an error, misused Put/Delete/Read, or received a malformed batch) — the native
+// counterpart of the host's fail import.
+var ErrHandlerFailed = errors.New("guest: handler failed the batch")
+
+var registered Handler
+
+// Handle registers h as the default handler of NewNative(nil). In WebAssembly builds it makes h
+// the instance's handler; natively it only records it, so a handler's package main also builds
+// and can be tested natively.
+func Handle(h Handler) { registered = h }
+
+// NativeOption configures a Native. Options are immutable values.
+type NativeOption func(*Native)
+
+// WithLogger sends the handler's Batch.Log messages to l (default: slog.Default()).
+func WithLogger(l *slog.Logger) NativeOption { return func(n *Native) { n.logger = l } }
+
+// WithDocValidation makes Run check that every put document is valid JSON, as the host does
+// (default on; turn it off only to measure the handler alone).
+func WithDocValidation(on bool) NativeOption { return func(n *Native) { n.validate = on } }
+
+// Native runs a Handler in-process, without WebAssembly, against an in-memory read model. It goes
+// through the same code path as the WebAssembly build: the events are encoded as an ABI batch,
+// decoded by the SDK, and the handler's output is encoded, decoded and applied to the store. Use
+// it to unit-test handlers and as the native performance baseline. A Native is not safe for
+// concurrent use; separate Natives are independent.
+type Native struct {
+	h        Handler
+	logger   *slog.Logger
+	validate bool
+	store    map[string]map[string][]byte // collection -> key -> doc
+	batch    Batch
+	enc      []byte
+	muts     []wasmabi.Mutation
+}
+
+// NewNative returns a Native running h (nil: the handler registered with Handle) over an empty
+// read model.
+func NewNative(h Handler, opts ...NativeOption) *Native {
+	if h == nil {
+		h = registered
+	}
+	n := &Native{h: h, logger: slog.Default(), validate: true, store: map[string]map[string][]byte{}}
+	for _, o := range opts {
+		o(n)
+	}
+	n.batch.h = nativeHost{n}
+	return n
+}
+
+// Run hands events, all from shardID, to the handler as one batch and applies its output to the
+// read model. It returns the mutations the handler emitted, which alias internal buffers valid
+// until the next Run. Errors: ErrHandlerFailed (wrapped, with the handler's message) when the
+// batch failed, in which case nothing is applied; wasmabi.ErrMalformed (wrapped) when the events
+// break an ABI limit or the output is malformed.
+func (n *Native) Run(shardID string, events []wasmabi.Event) ([]wasmabi.Mutation, error) {
+	var err error
+	n.enc, err = wasmabi.AppendBatch(n.enc[:0], shardID, events)
+	if err != nil {
+		return nil, fmt.Errorf("guest: encode batch: %w", err)
+	}
+	out, msg := n.batch.run(n.h, n.enc)
+	if msg != "" {
+		if len(msg) > wasmabi.MaxMessageLen {
+			msg = msg[:wasmabi.MaxMessageLen]
+		}
+		return nil, fmt.Errorf("%w: %s", ErrHandlerFailed, msg)
+	}
+	n.muts = n.muts[:0]
+	var valid func([]byte) error
+	if n.validate {
+		valid = validObject
+	}
+	err = wasmabi.DecodeOutput(out, valid, func(m wasmabi.Mutation) error {
+		n.muts = append(n.muts, m)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("guest: handler output: %w", err)
+	}
+	for _, m := range n.muts {
+		if m.Op == wasmabi.OpPut {
+			n.Set(string(m.Collection), string(m.Key), m.Doc)
+		} else if c := n.store[string(m.Collection)]; c != nil {
+			delete(c, string(m.Key))
+		}
+	}
+	return n.muts, nil
+}
+
+func validObject(doc []byte) error {
+	if !json.Valid(doc) || doc[0] != '{' {
+		return errors.New("document is not one JSON object")
+	}
+	return nil
+}
+
+// Get returns the stored document of collection/key (shared with the store: do not modify it).
+func (n *Native) Get(collection, key string) ([]byte, bool) {
+	d, ok := n.store[collection][key]
+	return d, ok
+}
+
+// Set stores a copy of doc at collection/key, e.g. to seed the read model before a test.
+func (n *Native) Set(collection, key string, doc []byte) {
+	c := n.store[collection]
+	if c == nil {
+		c = map[string][]byte{}
+		n.store[collection] = c
+	}
+	c[key] = append(c[key][:0:0], doc...)
+}
+
+// Collection returns a copy of the documents of collection by key.
+func (n *Native) Collection(collection string) map[string][]byte {
+	m := make(map[string][]byte, len(n.store[collection]))
+	for k, v := range n.store[collection] {
+		m[k] = append([]byte(nil), v...)
+	}
+	return m
+}
+
+type nativeHost struct{ n *Native }
+
+func (h nativeHost) log(level Level, msg string) {
+	if len(msg) > wasmabi.MaxMessageLen {
+		msg = msg[:wasmabi.MaxMessageLen]
+	}
+	l := slog.LevelInfo
+	switch level {
+	case LevelDebug:
+		l = slog.LevelDebug
+	case LevelWarn:
+		l = slog.LevelWarn
+	case LevelError:
+		l = slog.LevelError
+	}
+	h.n.logger.Log(context.Background(), l, msg, "source", "guest")
+}
+
+func (h nativeHost) read(collection string, key []byte, buf []byte) int32 {
+	d, ok := h.n.store[collection][string(key)]
+	if !ok {
+		return -1
+	}
+	if len(d) <= len(buf) {
+		copy(buf, d)
+	}
+	return int32(len(d))
+}
