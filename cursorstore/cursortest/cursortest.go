@@ -1,0 +1,344 @@
+// Package cursortest is the conformance suite for cursorstore.Store implementations.
+//
+// Run it from an implementation's tests:
+//
+//	func TestConformance(t *testing.T) {
+//		cursortest.Run(t, func(t *testing.T) cursorstore.Store { return openStore(t) })
+//	}
+//
+// The factory is called once per subtest and may return the same backing table every time: each
+// subtest uses fresh projection names. The suite checks only the documented contract (no storage
+// details) with about 150 writes in all. Sequence numbers must come back exactly as saved (no
+// padding), because callers hand them to Source.Open.
+package cursortest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/projhost/projhost/cursorstore"
+)
+
+// Run runs the suite. newStore returns the store under test.
+func Run(t *testing.T, newStore func(t *testing.T) cursorstore.Store) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s cursorstore.Store)
+	}{
+		{"GetMissing", testGetMissing},
+		{"ClaimCreates", testClaimCreates},
+		{"ClaimRaisesAndFences", testClaimRaisesAndFences},
+		{"SaveAndGet", testSaveAndGet},
+		{"SaveFenced", testSaveFenced},
+		{"SaveBackwards", testSaveBackwards},
+		{"NumericOrder", testNumericOrder},
+		{"Isolation", testIsolation},
+		{"ZombieHandoff", testZombieHandoff},
+		{"RaceClaim", testRaceClaim},
+		{"RaceSave", testRaceSave},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.fn(t, newStore(t))
+		})
+	}
+}
+
+const shard = "shardId-000000000000"
+
+// Real Kinesis sequence numbers: 56 decimal digits (the API allows up to 129).
+const (
+	bigSeq1 = "49590338271490256608559692538361571095921575989136588898"
+	bigSeq2 = "49590338271490256608559692540925702759324208523137515618"
+)
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func projection(t *testing.T) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return "cursortest-" + hex.EncodeToString(b[:])
+}
+
+func expect(t *testing.T, s cursorstore.Store, proj, shardID, seq string, epoch int64) {
+	t.Helper()
+	c, err := s.Get(ctxT(t), proj, shardID)
+	if err != nil {
+		t.Fatalf("Get(%s, %s): %v", proj, shardID, err)
+	}
+	if c.Seq != seq || c.Epoch != epoch {
+		t.Fatalf("Get(%s, %s) = seq %q epoch %d, want seq %q epoch %d", proj, shardID, c.Seq, c.Epoch, seq, epoch)
+	}
+	if c.Projection != proj || c.ShardID != shardID {
+		t.Fatalf("Get(%s, %s) returned cursor of %s/%s", proj, shardID, c.Projection, c.ShardID)
+	}
+}
+
+func testGetMissing(t *testing.T, s cursorstore.Store) {
+	c, err := s.Get(ctxT(t), projection(t), shard)
+	if err != nil {
+		t.Fatalf("Get of a missing cursor: %v, want no error", err)
+	}
+	if c.Seq != "" || c.Epoch != 0 {
+		t.Fatalf("Get of a missing cursor = %+v, want Seq \"\" Epoch 0", c)
+	}
+}
+
+func testClaimCreates(t *testing.T, s cursorstore.Store) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	c, err := s.Claim(ctx, proj, shard, 1)
+	if err != nil {
+		t.Fatalf("Claim of a missing cursor: %v", err)
+	}
+	if c.Projection != proj || c.ShardID != shard || c.Seq != "" || c.Epoch != 1 {
+		t.Fatalf("Claim returned %+v, want %s/%s seq \"\" epoch 1", c, proj, shard)
+	}
+	expect(t, s, proj, shard, "", 1)
+}
+
+func testClaimRaisesAndFences(t *testing.T, s cursorstore.Store) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	if _, err := s.Claim(ctx, proj, shard, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(ctx, proj, shard, 2, "100"); err != nil {
+		t.Fatal(err)
+	}
+	// Idempotent re-claim keeps the sequence number.
+	c, err := s.Claim(ctx, proj, shard, 2)
+	if err != nil || c.Seq != "100" || c.Epoch != 2 {
+		t.Fatalf("re-Claim with the stored epoch = %+v, %v; want seq 100 epoch 2", c, err)
+	}
+	// A higher epoch raises it and keeps the sequence number (the new owner resumes from it).
+	c, err = s.Claim(ctx, proj, shard, 5)
+	if err != nil || c.Seq != "100" || c.Epoch != 5 {
+		t.Fatalf("Claim with a higher epoch = %+v, %v; want seq 100 epoch 5", c, err)
+	}
+	// Lower epochs are fenced and change nothing.
+	for _, e := range []int64{4, 2, 0} {
+		if _, err := s.Claim(ctx, proj, shard, e); !errors.Is(err, cursorstore.ErrFenced) {
+			t.Fatalf("Claim with epoch %d (stored 5): err = %v, want ErrFenced", e, err)
+		}
+	}
+	expect(t, s, proj, shard, "100", 5)
+}
+
+func testSaveAndGet(t *testing.T, s cursorstore.Store) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	if _, err := s.Claim(ctx, proj, shard, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []string{"1", "2", "2", "17", bigSeq1, bigSeq1, bigSeq2} {
+		if err := s.Save(ctx, proj, shard, 1, seq); err != nil {
+			t.Fatalf("Save(%s): %v", seq, err)
+		}
+		expect(t, s, proj, shard, seq, 1)
+	}
+}
+
+func testSaveFenced(t *testing.T, s cursorstore.Store) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	if _, err := s.Claim(ctx, proj, shard, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(ctx, proj, shard, 3, "10"); err != nil {
+		t.Fatal(err)
+	}
+	// Older epochs are fenced, and so is a newer epoch that never claimed: Save requires the
+	// stored epoch exactly.
+	for _, e := range []int64{2, 0, 4} {
+		if err := s.Save(ctx, proj, shard, e, "20"); !errors.Is(err, cursorstore.ErrFenced) {
+			t.Fatalf("Save with epoch %d (stored 3): err = %v, want ErrFenced", e, err)
+		}
+	}
+	expect(t, s, proj, shard, "10", 3)
+}
+
+func testSaveBackwards(t *testing.T, s cursorstore.Store) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	if _, err := s.Claim(ctx, proj, shard, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(ctx, proj, shard, 1, bigSeq2); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []string{bigSeq1, "5"} {
+		err := s.Save(ctx, proj, shard, 1, seq)
+		if !errors.Is(err, cursorstore.ErrBackwards) {
+			t.Fatalf("Save(%s) after %s: err = %v, want ErrBackwards", seq, bigSeq2, err)
+		}
+		if errors.Is(err, cursorstore.ErrFenced) {
+			t.Fatalf("Save backwards with the right epoch must not report ErrFenced: %v", err)
+		}
+	}
+	expect(t, s, proj, shard, bigSeq2, 1)
+}
+
+// testNumericOrder checks that sequence numbers compare as numbers, not as strings.
+func testNumericOrder(t *testing.T, s cursorstore.Store) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	if _, err := s.Claim(ctx, proj, shard, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []string{"9", "10", "99", "100"} {
+		if err := s.Save(ctx, proj, shard, 1, seq); err != nil {
+			t.Fatalf("Save(%s) after a numerically lower one: %v", seq, err)
+		}
+	}
+	if err := s.Save(ctx, proj, shard, 1, "99"); !errors.Is(err, cursorstore.ErrBackwards) {
+		t.Fatalf("Save(99) after 100: err = %v, want ErrBackwards", err)
+	}
+	expect(t, s, proj, shard, "100", 1)
+}
+
+func testIsolation(t *testing.T, s cursorstore.Store) {
+	ctx := ctxT(t)
+	p1, p2 := projection(t), projection(t)
+	s0, s1 := "shardId-000000000000", "shardId-000000000001"
+	for i, k := range []struct {
+		proj, shard string
+		epoch       int64
+	}{{p1, s0, 1}, {p1, s1, 2}, {p2, s0, 3}} {
+		if _, err := s.Claim(ctx, k.proj, k.shard, k.epoch); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Save(ctx, k.proj, k.shard, k.epoch, strconv.Itoa(10*(i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect(t, s, p1, s0, "10", 1)
+	expect(t, s, p1, s1, "20", 2)
+	expect(t, s, p2, s0, "30", 3)
+	c, err := s.Get(ctx, p2, s1)
+	if err != nil || c.Seq != "" || c.Epoch != 0 {
+		t.Fatalf("Get of an untouched cursor = %+v, %v; want empty", c, err)
+	}
+}
+
+// testZombieHandoff is the scenario fencing exists for: worker A (epoch 1) pauses, B takes the
+// shard (epoch 2) and moves on; A wakes up and tries to save.
+func testZombieHandoff(t *testing.T, s cursorstore.Store) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	if _, err := s.Claim(ctx, proj, shard, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(ctx, proj, shard, 1, "100"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Claim(ctx, proj, shard, 2)
+	if err != nil || c.Seq != "100" {
+		t.Fatalf("new owner Claim = %+v, %v; want to resume after 100", c, err)
+	}
+	if err := s.Save(ctx, proj, shard, 1, "200"); !errors.Is(err, cursorstore.ErrFenced) {
+		t.Fatalf("zombie Save: err = %v, want ErrFenced", err)
+	}
+	expect(t, s, proj, shard, "100", 2)
+	if err := s.Save(ctx, proj, shard, 2, "150"); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, s, proj, shard, "150", 2)
+}
+
+// testRaceClaim races Claims with distinct epochs: the stored epoch ends at the maximum, each
+// Claim either succeeds or is fenced, and the maximum's Claim succeeds.
+func testRaceClaim(t *testing.T, s cursorstore.Store) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	const n = 12
+	var wg sync.WaitGroup
+	errs := make([]error, n+1)
+	start := make(chan struct{})
+	for e := 1; e <= n; e++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			c, err := s.Claim(ctx, proj, shard, int64(e))
+			if err == nil && c.Epoch != int64(e) {
+				err = fmt.Errorf("Claim(%d) succeeded but returned epoch %d", e, c.Epoch)
+			}
+			errs[e] = err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for e := 1; e <= n; e++ {
+		if errs[e] != nil && !errors.Is(errs[e], cursorstore.ErrFenced) {
+			t.Fatalf("Claim(%d): %v", e, errs[e])
+		}
+	}
+	if errs[n] != nil {
+		t.Fatalf("Claim with the highest epoch %d failed: %v", n, errs[n])
+	}
+	expect(t, s, proj, shard, "", n)
+}
+
+// testRaceSave races Saves of distinct sequence numbers at one epoch, plus zombie Saves at an
+// older one: the cursor ends at the highest sequence (the backwards check is atomic), every
+// zombie is fenced.
+func testRaceSave(t *testing.T, s cursorstore.Store) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	if _, err := s.Claim(ctx, proj, shard, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, proj, shard, 2); err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	start := make(chan struct{})
+	for i := 1; i <= n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			epoch := int64(2)
+			if i%4 == 0 {
+				epoch = 1 // zombie
+			}
+			err := s.Save(ctx, proj, shard, epoch, strconv.Itoa(i*1000))
+			ok := err == nil || (epoch == 2 && errors.Is(err, cursorstore.ErrBackwards))
+			if epoch == 1 {
+				ok = errors.Is(err, cursorstore.ErrFenced)
+			}
+			if !ok {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("Save(epoch %d, seq %d): %v", epoch, i*1000, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	// The highest non-zombie sequence number is 15000.
+	expect(t, s, proj, shard, "15000", 2)
+}

@@ -1,0 +1,341 @@
+// Package leasetest is the conformance suite for shardmap.LeaseStore implementations.
+//
+// Run it from an implementation's tests:
+//
+//	func TestConformance(t *testing.T) {
+//		leasetest.Run(t, func(t *testing.T) shardmap.LeaseStore { return openStore(t) })
+//	}
+//
+// The factory is called once per subtest. It may return the same backing table every time: each
+// subtest uses its own fresh projection name, so leftovers of other subtests or earlier runs never
+// interfere. The suite checks only the documented contract of shardmap.LeaseStore (no storage
+// details) and keeps write counts low (about 150 conditional writes in all) so that it runs in a
+// few seconds against a local DynamoDB-compatible server.
+package leasetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/projhost/projhost/shardmap"
+)
+
+// Run runs the suite. newStore returns the store under test.
+func Run(t *testing.T, newStore func(t *testing.T) shardmap.LeaseStore) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s shardmap.LeaseStore)
+	}{
+		{"CreateAndList", testCreateAndList},
+		{"CreateExisting", testCreateExisting},
+		{"ListOrderAndIsolation", testListOrderAndIsolation},
+		{"Update", testUpdate},
+		{"UpdateConflict", testUpdateConflict},
+		{"UpdateMissing", testUpdateMissing},
+		{"RaceUpdate", testRaceUpdate},
+		{"RaceCreate", testRaceCreate},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.fn(t, newStore(t))
+		})
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// projection returns a projection name unique to this test run.
+func projection(t *testing.T) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return "leasetest-" + hex.EncodeToString(b[:])
+}
+
+// equal compares leases, treating nil and empty ParentIDs alike.
+func equal(a, b shardmap.Lease) bool {
+	return a.Projection == b.Projection && a.ShardID == b.ShardID && a.Owner == b.Owner &&
+		a.Counter == b.Counter && a.Epoch == b.Epoch && a.State == b.State &&
+		slices.Equal(a.ParentIDs, b.ParentIDs)
+}
+
+func mustList(t *testing.T, s shardmap.LeaseStore, proj string) []shardmap.Lease {
+	t.Helper()
+	ls, err := s.List(ctxT(t), proj)
+	if err != nil {
+		t.Fatalf("List(%q): %v", proj, err)
+	}
+	return ls
+}
+
+func mustGet(t *testing.T, s shardmap.LeaseStore, proj, shard string) shardmap.Lease {
+	t.Helper()
+	for _, l := range mustList(t, s, proj) {
+		if l.ShardID == shard {
+			return l
+		}
+	}
+	t.Fatalf("lease %s/%s not listed", proj, shard)
+	return shardmap.Lease{}
+}
+
+func testCreateAndList(t *testing.T, s shardmap.LeaseStore) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	if ls := mustList(t, s, proj); len(ls) != 0 {
+		t.Fatalf("List of a new projection = %+v, want none", ls)
+	}
+	leases := []shardmap.Lease{
+		{Projection: proj, ShardID: "shardId-000000000000", State: shardmap.StateActive},
+		{Projection: proj, ShardID: "shardId-000000000001", Owner: "worker-a", Counter: 7, Epoch: 3,
+			State: shardmap.StateFinished},
+		{Projection: proj, ShardID: "shardId-000000000002", Counter: 1, Epoch: 1,
+			ParentIDs: []string{"shardId-000000000000", "shardId-000000000001"}, State: shardmap.StateActive},
+	}
+	for _, l := range leases {
+		if err := s.Create(ctx, l); err != nil {
+			t.Fatalf("Create(%+v): %v", l, err)
+		}
+	}
+	got := mustList(t, s, proj)
+	if len(got) != len(leases) {
+		t.Fatalf("List returned %d leases, want %d: %+v", len(got), len(leases), got)
+	}
+	for i := range leases {
+		if !equal(got[i], leases[i]) {
+			t.Errorf("List()[%d] = %+v, want %+v", i, got[i], leases[i])
+		}
+	}
+}
+
+func testCreateExisting(t *testing.T, s shardmap.LeaseStore) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	orig := shardmap.Lease{Projection: proj, ShardID: "s1", Owner: "w1", Counter: 4, Epoch: 2, State: shardmap.StateActive}
+	if err := s.Create(ctx, orig); err != nil {
+		t.Fatal(err)
+	}
+	dup := orig
+	dup.Owner, dup.Counter, dup.Epoch = "w2", 0, 9
+	if err := s.Create(ctx, dup); !errors.Is(err, shardmap.ErrExists) {
+		t.Fatalf("Create of an existing lease: err = %v, want ErrExists", err)
+	}
+	if got := mustGet(t, s, proj, "s1"); !equal(got, orig) {
+		t.Fatalf("after refused Create, lease = %+v, want unchanged %+v", got, orig)
+	}
+}
+
+func testListOrderAndIsolation(t *testing.T, s shardmap.LeaseStore) {
+	ctx := ctxT(t)
+	p1, p2 := projection(t), projection(t)
+	// Created out of order; List must order by shard id.
+	ids := []string{"shardId-000000000010", "shardId-000000000002", "shardId-000000000001", "shardId-000000000100"}
+	for _, id := range ids {
+		if err := s.Create(ctx, shardmap.Lease{Projection: p1, ShardID: id, State: shardmap.StateActive}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Create(ctx, shardmap.Lease{Projection: p2, ShardID: "shardId-000000000001", Owner: "other",
+		State: shardmap.StateActive}); err != nil {
+		t.Fatalf("Create of the same shard id in another projection: %v", err)
+	}
+	var got []string
+	for _, l := range mustList(t, s, p1) {
+		if l.Projection != p1 {
+			t.Errorf("List(%q) returned a lease of projection %q", p1, l.Projection)
+		}
+		got = append(got, l.ShardID)
+	}
+	want := slices.Clone(ids)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("List order = %v, want %v", got, want)
+	}
+	l2 := mustList(t, s, p2)
+	if len(l2) != 1 || l2[0].Owner != "other" {
+		t.Fatalf("List(%q) = %+v, want the one lease owned by other", p2, l2)
+	}
+}
+
+func testUpdate(t *testing.T, s shardmap.LeaseStore) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	l := shardmap.Lease{Projection: proj, ShardID: "s1", Counter: 5, State: shardmap.StateActive}
+	if err := s.Create(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	// Take: new owner, new epoch.
+	l.Owner, l.Epoch = "w1", 1
+	got, err := s.Update(ctx, l)
+	if err != nil {
+		t.Fatalf("Update with the stored counter: %v", err)
+	}
+	want := l
+	want.Counter = 6
+	if !equal(got, want) {
+		t.Fatalf("Update returned %+v, want %+v", got, want)
+	}
+	if stored := mustGet(t, s, proj, "s1"); !equal(stored, want) {
+		t.Fatalf("stored lease = %+v, want %+v", stored, want)
+	}
+	// Renew with the returned lease, then finish with parents set; every field is replaced.
+	got, err = s.Update(ctx, got)
+	if err != nil || got.Counter != 7 {
+		t.Fatalf("renewal: lease %+v, err %v; want counter 7", got, err)
+	}
+	got.State, got.Owner, got.ParentIDs = shardmap.StateFinished, "", []string{"p0"}
+	got, err = s.Update(ctx, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = shardmap.Lease{Projection: proj, ShardID: "s1", Counter: 8, Epoch: 1, ParentIDs: []string{"p0"},
+		State: shardmap.StateFinished}
+	if stored := mustGet(t, s, proj, "s1"); !equal(stored, want) || !equal(got, want) {
+		t.Fatalf("after finish: returned %+v, stored %+v, want %+v", got, stored, want)
+	}
+}
+
+func testUpdateConflict(t *testing.T, s shardmap.LeaseStore) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	l := shardmap.Lease{Projection: proj, ShardID: "s1", Owner: "w1", Counter: 3, Epoch: 1, State: shardmap.StateActive}
+	if err := s.Create(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	current, err := s.Update(ctx, l) // counter now 4
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []int64{3, 5, 0, -1} {
+		stale := current
+		stale.Counter, stale.Owner, stale.Epoch = c, "thief", 2
+		if _, err := s.Update(ctx, stale); !errors.Is(err, shardmap.ErrConflict) {
+			t.Fatalf("Update with counter %d (stored 4): err = %v, want ErrConflict", c, err)
+		}
+	}
+	if stored := mustGet(t, s, proj, "s1"); !equal(stored, current) {
+		t.Fatalf("after refused updates, lease = %+v, want %+v", stored, current)
+	}
+}
+
+func testUpdateMissing(t *testing.T, s shardmap.LeaseStore) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	_, err := s.Update(ctx, shardmap.Lease{Projection: proj, ShardID: "nope", Owner: "w", State: shardmap.StateActive})
+	if !errors.Is(err, shardmap.ErrConflict) {
+		t.Fatalf("Update of a missing lease: err = %v, want ErrConflict", err)
+	}
+	if ls := mustList(t, s, proj); len(ls) != 0 {
+		t.Fatalf("Update of a missing lease created %+v", ls)
+	}
+}
+
+// testRaceUpdate races many workers taking the same lease with the same counter: exactly one
+// wins each round, and the stored lease is the winner's.
+func testRaceUpdate(t *testing.T, s shardmap.LeaseStore) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	const workers, rounds = 12, 3
+	cur := shardmap.Lease{Projection: proj, ShardID: "s1", State: shardmap.StateActive}
+	if err := s.Create(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	for r := 0; r < rounds; r++ {
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			winners []shardmap.Lease
+			errs    []error
+		)
+		start := make(chan struct{})
+		for w := 0; w < workers; w++ {
+			l := cur
+			l.Owner = fmt.Sprintf("w%d", w)
+			l.Epoch = cur.Epoch + 1
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				got, err := s.Update(ctx, l)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					winners = append(winners, got)
+				case errors.Is(err, shardmap.ErrConflict):
+				default:
+					errs = append(errs, err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if len(errs) > 0 {
+			t.Fatalf("round %d: unexpected errors: %v", r, errs)
+		}
+		if len(winners) != 1 {
+			t.Fatalf("round %d: %d workers won the same counter, want exactly 1: %+v", r, len(winners), winners)
+		}
+		stored := mustGet(t, s, proj, "s1")
+		if !equal(stored, winners[0]) || stored.Counter != cur.Counter+1 {
+			t.Fatalf("round %d: stored %+v, winner %+v, want counter %d", r, stored, winners[0], cur.Counter+1)
+		}
+		cur = stored
+	}
+}
+
+// testRaceCreate races workers creating the same lease: exactly one succeeds.
+func testRaceCreate(t *testing.T, s shardmap.LeaseStore) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	const workers = 12
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		won  []string
+		errs []error
+	)
+	start := make(chan struct{})
+	for w := 0; w < workers; w++ {
+		owner := fmt.Sprintf("w%d", w)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			err := s.Create(ctx, shardmap.Lease{Projection: proj, ShardID: "s1", Owner: owner, State: shardmap.StateActive})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				won = append(won, owner)
+			case errors.Is(err, shardmap.ErrExists):
+			default:
+				errs = append(errs, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("unexpected errors: %v", errs)
+	}
+	if len(won) != 1 {
+		t.Fatalf("%d concurrent Creates succeeded, want exactly 1: %v", len(won), won)
+	}
+	if got := mustGet(t, s, proj, "s1"); got.Owner != won[0] || got.Counter != 0 {
+		t.Fatalf("stored lease %+v, want owner %s counter 0", got, won[0])
+	}
+}
