@@ -1,0 +1,564 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/projhost/projhost/cursorstore"
+	"github.com/projhost/projhost/readmodel"
+	"github.com/projhost/projhost/shardmap"
+	"github.com/projhost/projhost/source"
+)
+
+// Header is implemented by sources that can tell a shard's last sequence number cheaply (the
+// local journal). The runner uses it for --until-caught-up and lag in events.
+type Header interface {
+	// Head returns the sequence number of the last event on the shard, "" when empty.
+	Head(ctx context.Context, shardID string) (string, error)
+}
+
+// RunnerConfig configures a Runner. Zero values take the documented defaults.
+type RunnerConfig struct {
+	Projection string // required
+	WorkerID   string // required: unique per worker process
+
+	Source  source.Source       // required
+	Leases  shardmap.LeaseStore // required
+	Cursors cursorstore.Store   // required
+	// ReadModel is required. When it implements readmodel.Committer, mutations and the cursor
+	// commit in one transaction through it, and its cursors must be the ones Cursors reads (the
+	// embedded store's ReadModels and Cursors views).
+	ReadModel readmodel.Store
+	Module    *Module // required
+
+	BatchSize         int           // events per handler call; default 500
+	BatchWait         time.Duration // max wait for a batch to fill; default 200ms
+	CursorEveryEvents int           // save the cursor after this many events; default 2000
+	CursorEvery       time.Duration // ... or after this long with unsaved events; default 1s
+	LeaseDuration     time.Duration // default 10s (shardmap default)
+	MaxStealsPerRound int           // default 1
+	RetryMin          time.Duration // first backoff after a failed batch; default 100ms
+	RetryMax          time.Duration // backoff cap; default 10s
+
+	// UntilCaughtUp makes Run return nil once every shard's cursor has reached the source's
+	// head (requires a Source implementing Header).
+	UntilCaughtUp bool
+
+	Logger *slog.Logger
+
+	// OnCursorSave, when set, is called after every successful cursor save (tests record them).
+	OnCursorSave func(shardID string, epoch int64, seq string)
+}
+
+// Stats are cumulative counters of a Runner, safe to read at any time.
+type Stats struct {
+	Events      int64 // events handled (including retried batches once)
+	Batches     int64
+	CursorSaves int64
+	Failures    int64 // failed handler calls
+}
+
+// Runner runs one projection's per-shard loops on one worker: it holds leases through a
+// shardmap.Manager, and for each owned shard reads batches, calls the WASM handler, applies
+// its mutations and saves the cursor in batches (DESIGN §1, §3).
+//
+// Delivery is at-least-once; with a readmodel.Committer (the embedded store) or a read model
+// with per-shard markers (DynamoDB) the effect is exactly-once.
+type Runner struct {
+	cfg     RunnerConfig
+	log     *slog.Logger
+	mgr     *shardmap.Manager
+	commit  readmodel.Committer
+	mu      sync.Mutex
+	shards  map[string]*shardRun
+	wg      sync.WaitGroup
+	ctx     context.Context
+	stats   struct{ events, batches, saves, failures atomic.Int64 }
+	stopped atomic.Bool
+}
+
+type shardRun struct {
+	id      string
+	epoch   int64
+	cancel  context.CancelFunc // hard stop: lease lost, nothing saved
+	release chan struct{}      // graceful: flush, save, release
+	done    chan struct{}
+	relOnce sync.Once
+}
+
+// ErrConfig is wrapped by errors about a bad RunnerConfig.
+var ErrConfig = errors.New("host: bad runner configuration")
+
+// NewRunner checks cfg and returns a Runner. It does not start anything.
+func NewRunner(cfg RunnerConfig) (*Runner, error) {
+	switch {
+	case cfg.Projection == "":
+		return nil, fmt.Errorf("%w: projection name is required", ErrConfig)
+	case cfg.WorkerID == "":
+		return nil, fmt.Errorf("%w: worker id is required", ErrConfig)
+	case cfg.Source == nil || cfg.Leases == nil || cfg.Cursors == nil || cfg.ReadModel == nil || cfg.Module == nil:
+		return nil, fmt.Errorf("%w: source, lease store, cursor store, read model and module are required", ErrConfig)
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 500
+	}
+	if cfg.BatchWait <= 0 {
+		cfg.BatchWait = 200 * time.Millisecond
+	}
+	if cfg.CursorEveryEvents <= 0 {
+		cfg.CursorEveryEvents = 2000
+	}
+	if cfg.CursorEvery <= 0 {
+		cfg.CursorEvery = time.Second
+	}
+	if cfg.RetryMin <= 0 {
+		cfg.RetryMin = 100 * time.Millisecond
+	}
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = 10 * time.Second
+	}
+	if cfg.MaxStealsPerRound <= 0 {
+		cfg.MaxStealsPerRound = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.UntilCaughtUp {
+		if _, ok := cfg.Source.(Header); !ok {
+			return nil, fmt.Errorf("%w: --until-caught-up needs a source that reports its head (the local journal)", ErrConfig)
+		}
+	}
+	r := &Runner{cfg: cfg, shards: map[string]*shardRun{}}
+	r.log = cfg.Logger.With("projection", cfg.Projection, "worker", cfg.WorkerID)
+	if c, ok := cfg.ReadModel.(readmodel.Committer); ok {
+		r.commit = c
+	}
+	opts := []shardmap.Option{
+		shardmap.WithLogger(r.log),
+		shardmap.WithMaxStealsPerRound(cfg.MaxStealsPerRound),
+		shardmap.WithEvents(shardmap.Events{
+			Acquired:         r.onAcquired,
+			Lost:             r.onLost,
+			ReleaseRequested: r.onReleaseRequested,
+		}),
+	}
+	if cfg.LeaseDuration > 0 {
+		opts = append(opts, shardmap.WithLeaseDuration(cfg.LeaseDuration))
+	}
+	r.mgr = shardmap.NewManager(cfg.Leases, cfg.Projection, cfg.WorkerID, opts...)
+	return r, nil
+}
+
+// Stats returns the runner's counters.
+func (r *Runner) Stats() Stats {
+	return Stats{Events: r.stats.events.Load(), Batches: r.stats.batches.Load(),
+		CursorSaves: r.stats.saves.Load(), Failures: r.stats.failures.Load()}
+}
+
+// Owned returns the ids of the shards this worker currently processes, sorted.
+func (r *Runner) Owned() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]string, 0, len(r.shards))
+	for id := range r.shards {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Run processes shards until ctx is cancelled (graceful: every shard finishes its batch, saves
+// its cursor and releases its lease; Run then returns nil) or, with UntilCaughtUp, until every
+// shard's cursor reaches the source's head. It returns an error only when it cannot work at all
+// (the shard list or the lease store is unreachable at start).
+func (r *Runner) Run(ctx context.Context) error {
+	shards, err := r.cfg.Source.Shards(ctx)
+	if err != nil {
+		return fmt.Errorf("host: listing shards: %w", err)
+	}
+	if err := r.mgr.EnsureShards(ctx, shards); err != nil {
+		return fmt.Errorf("host: creating leases: %w", err)
+	}
+	// Shard loops get their own context: a graceful stop must let them flush after ctx ends.
+	loopCtx, cancelLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelLoops()
+	r.mu.Lock()
+	r.ctx = loopCtx
+	r.mu.Unlock()
+
+	mgrCtx, stopMgr := context.WithCancel(ctx)
+	mgrDone := make(chan error, 1)
+	go func() { mgrDone <- r.mgr.Run(mgrCtx) }()
+
+	if r.cfg.UntilCaughtUp {
+		go r.watchCaughtUp(mgrCtx, shards, stopMgr)
+	}
+	select {
+	case <-mgrCtx.Done():
+		<-mgrDone
+	case err := <-mgrDone:
+		if err != nil && mgrCtx.Err() == nil {
+			r.log.Error("lease manager stopped", "err", err)
+		}
+	}
+	stopMgr()
+	r.stopped.Store(true)
+
+	// Graceful shutdown: flush and release every shard still running.
+	r.mu.Lock()
+	for _, s := range r.shards {
+		s.relOnce.Do(func() { close(s.release) })
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := r.mgr.ReleaseAll(relCtx); err != nil {
+		r.log.Warn("releasing leases at shutdown", "err", err)
+	}
+	return nil
+}
+
+func (r *Runner) onAcquired(shardID string, l shardmap.Lease) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped.Load() || r.ctx == nil {
+		return
+	}
+	if old, ok := r.shards[shardID]; ok {
+		// A previous loop of this shard (lost, then re-acquired) must end before a new one starts.
+		old.cancel()
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	s := &shardRun{id: shardID, epoch: l.Epoch, cancel: cancel, release: make(chan struct{}), done: make(chan struct{})}
+	prev := r.shards[shardID]
+	r.shards[shardID] = s
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer close(s.done)
+		if prev != nil {
+			<-prev.done
+		}
+		r.runShard(ctx, s)
+		r.mu.Lock()
+		if r.shards[shardID] == s {
+			delete(r.shards, shardID)
+		}
+		r.mu.Unlock()
+	}()
+}
+
+func (r *Runner) onLost(shardID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s, ok := r.shards[shardID]; ok {
+		r.log.Warn("lease lost: stopping shard without saving", "shard", shardID, "epoch", s.epoch)
+		s.cancel()
+	}
+}
+
+func (r *Runner) onReleaseRequested(shardID string) {
+	r.mu.Lock()
+	s, ok := r.shards[shardID]
+	r.mu.Unlock()
+	if !ok {
+		// Not running (not started yet or already ended): hand the lease over right away.
+		go func() {
+			if err := r.mgr.Release(context.Background(), shardID); err != nil && !errors.Is(err, shardmap.ErrNotOwned) {
+				r.log.Warn("releasing lease", "shard", shardID, "err", err)
+			}
+		}()
+		return
+	}
+	s.relOnce.Do(func() { close(s.release) })
+}
+
+// pending holds the mutations of handled batches not yet committed, in first-write order,
+// last write per key winning. It is the overlay the handler's reads see (ABI.md §5).
+type pending struct {
+	docs  map[docKey]int // index into muts
+	muts  []readmodel.Mutation
+	seq   string
+	count int // events since the last save
+}
+
+type docKey struct{ coll, key string }
+
+func (p *pending) add(ms []readmodel.Mutation) {
+	if p.docs == nil {
+		p.docs = map[docKey]int{}
+	}
+	for _, m := range ms {
+		k := docKey{m.Collection, m.Key}
+		if i, ok := p.docs[k]; ok {
+			p.muts[i] = m
+			continue
+		}
+		p.docs[k] = len(p.muts)
+		p.muts = append(p.muts, m)
+	}
+}
+
+func (p *pending) reset() {
+	clear(p.docs)
+	p.muts = p.muts[:0]
+	p.count = 0
+}
+
+type overlayReader struct {
+	p     *pending
+	store readmodel.Store
+	proj  string
+}
+
+func (o overlayReader) ReadDoc(ctx context.Context, collection, key string) ([]byte, bool, error) {
+	if i, ok := o.p.docs[docKey{collection, key}]; ok {
+		d := o.p.muts[i].Doc
+		return d, d != nil, nil
+	}
+	return o.store.Get(ctx, o.proj, collection, key)
+}
+
+// errStop ends a shard loop without saving.
+var errStop = errors.New("shard stopped")
+
+func (r *Runner) runShard(ctx context.Context, s *shardRun) {
+	log := r.log.With("shard", s.id, "epoch", s.epoch)
+	cur, err := r.cfg.Cursors.Claim(ctx, r.cfg.Projection, s.id, s.epoch)
+	if err != nil {
+		log.Warn("cannot claim cursor: giving the shard up", "err", err)
+		r.giveUp(s)
+		return
+	}
+	rd, err := r.cfg.Source.Open(ctx, s.id, cur.Seq)
+	if err != nil {
+		log.Error("cannot open shard", "err", err)
+		r.giveUp(s)
+		return
+	}
+	defer rd.Close()
+	h := r.cfg.Module.NewHandler(s.id)
+	defer h.Close(context.WithoutCancel(ctx))
+	log.Info("shard started", "cursor", cur.Seq)
+
+	var p pending
+	p.seq = cur.Seq
+	lastSave := time.Now()
+	ov := overlayReader{p: &p, store: r.cfg.ReadModel, proj: r.cfg.Projection}
+
+	flush := func() error {
+		if p.count == 0 && len(p.muts) == 0 {
+			return nil
+		}
+		if _, ok := r.mgr.Valid(s.id); !ok {
+			return fmt.Errorf("%w: lease no longer valid", errStop)
+		}
+		w := readmodel.Write{Projection: r.cfg.Projection, ShardID: s.id, Epoch: s.epoch, Seq: p.seq, Mutations: p.muts}
+		var err error
+		if r.commit != nil {
+			err = r.commit.Commit(ctx, w)
+		} else {
+			err = r.cfg.ReadModel.Apply(ctx, w)
+			if err == nil {
+				err = r.cfg.Cursors.Save(ctx, r.cfg.Projection, s.id, s.epoch, p.seq)
+			}
+		}
+		if err != nil {
+			if errors.Is(err, readmodel.ErrFenced) || errors.Is(err, cursorstore.ErrFenced) {
+				return fmt.Errorf("%w: %w", errStop, err)
+			}
+			return err
+		}
+		r.stats.saves.Add(1)
+		if r.cfg.OnCursorSave != nil {
+			r.cfg.OnCursorSave(s.id, s.epoch, p.seq)
+		}
+		p.reset()
+		lastSave = time.Now()
+		return nil
+	}
+	// saveRetry retries a failed flush (store unreachable) with backoff until it works, the
+	// shard is stopped, or the lease is gone.
+	saveRetry := func() bool {
+		backoff := r.cfg.RetryMin
+		for {
+			err := flush()
+			if err == nil {
+				return true
+			}
+			if errors.Is(err, errStop) || ctx.Err() != nil {
+				log.Warn("stopping shard without saving", "err", err)
+				return false
+			}
+			log.Warn("cursor save failed: retrying", "err", err, "backoff", backoff)
+			if !sleepCtx(ctx, backoff) {
+				return false
+			}
+			backoff = min(backoff*2, r.cfg.RetryMax)
+		}
+	}
+	release := func() {
+		if saveRetry() {
+			if err := r.mgr.Release(context.WithoutCancel(ctx), s.id); err != nil && !errors.Is(err, shardmap.ErrNotOwned) {
+				log.Warn("releasing lease", "err", err)
+			}
+			log.Info("shard released", "cursor", p.seq)
+		}
+	}
+
+	for {
+		select {
+		case <-ctx.Done():
+			return // lease lost: nothing saved
+		case <-s.release:
+			release()
+			return
+		default:
+		}
+		if _, ok := r.mgr.Valid(s.id); !ok {
+			log.Warn("lease not renewed in time: stopping shard without saving")
+			return
+		}
+		b, err := rd.Read(ctx, r.cfg.BatchSize, r.cfg.BatchWait)
+		if errors.Is(err, source.ErrShardEnded) {
+			if saveRetry() {
+				if err := r.mgr.Finish(context.WithoutCancel(ctx), s.id); err != nil {
+					log.Warn("marking shard finished", "err", err)
+				}
+				log.Info("shard finished", "cursor", p.seq)
+			}
+			return
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("reading shard failed: retrying", "err", err)
+			if !sleepCtx(ctx, r.cfg.RetryMin) {
+				return
+			}
+			continue
+		}
+		if len(b.Events) > 0 {
+			if !r.handle(ctx, s, h, b.Events, ov, &p, log) {
+				return
+			}
+		}
+		if p.count >= r.cfg.CursorEveryEvents || (p.count > 0 && time.Since(lastSave) >= r.cfg.CursorEvery) {
+			if !saveRetry() {
+				return
+			}
+		}
+	}
+}
+
+// handle calls the handler on one batch, retrying with backoff on failure (a fresh instance
+// after a poisoning error: Handler does that), and never advancing past a failing batch. It
+// returns false when the shard must stop (lease lost, release requested during retries after
+// saving what was applied, shutdown).
+func (r *Runner) handle(ctx context.Context, s *shardRun, h *Handler, evs []source.Event, ov overlayReader, p *pending, log *slog.Logger) bool {
+	backoff := r.cfg.RetryMin
+	for attempt := 1; ; attempt++ {
+		muts, err := h.Handle(ctx, evs, ov)
+		if err == nil {
+			p.add(muts)
+			p.seq = evs[len(evs)-1].Seq
+			p.count += len(evs)
+			r.stats.events.Add(int64(len(evs)))
+			r.stats.batches.Add(1)
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		r.stats.failures.Add(1)
+		log.Error("handler failed: retrying the batch", "err", err, "attempt", attempt,
+			"first_seq", evs[0].Seq, "last_seq", evs[len(evs)-1].Seq, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-s.release:
+			// Hand over what was applied before the failing batch; the next owner retries it.
+			s.relOnce.Do(func() {})
+			return r.releaseAfterFailure(ctx, s, p, log)
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, r.cfg.RetryMax)
+	}
+}
+
+func (r *Runner) releaseAfterFailure(ctx context.Context, s *shardRun, p *pending, log *slog.Logger) bool {
+	if p.count > 0 || len(p.muts) > 0 {
+		w := readmodel.Write{Projection: r.cfg.Projection, ShardID: s.id, Epoch: s.epoch, Seq: p.seq, Mutations: p.muts}
+		var err error
+		if r.commit != nil {
+			err = r.commit.Commit(ctx, w)
+		} else if err = r.cfg.ReadModel.Apply(ctx, w); err == nil {
+			err = r.cfg.Cursors.Save(ctx, r.cfg.Projection, s.id, s.epoch, p.seq)
+		}
+		if err != nil {
+			log.Warn("could not save before release", "err", err)
+			return false
+		}
+	}
+	if err := r.mgr.Release(context.WithoutCancel(ctx), s.id); err != nil {
+		log.Warn("releasing lease", "err", err)
+	}
+	return false
+}
+
+func (r *Runner) giveUp(s *shardRun) {
+	if err := r.mgr.Release(context.Background(), s.id); err != nil && !errors.Is(err, shardmap.ErrNotOwned) {
+		r.log.Warn("releasing lease", "shard", s.id, "err", err)
+	}
+}
+
+// watchCaughtUp cancels stop once every shard's cursor has reached its head.
+func (r *Runner) watchCaughtUp(ctx context.Context, shards []source.Shard, stop context.CancelFunc) {
+	hd := r.cfg.Source.(Header)
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		done := true
+		for _, sh := range shards {
+			head, err := hd.Head(ctx, sh.ID)
+			if err != nil {
+				done = false
+				break
+			}
+			c, err := r.cfg.Cursors.Get(ctx, r.cfg.Projection, sh.ID)
+			if err != nil || source.CompareSeq(c.Seq, head) < 0 {
+				done = false
+				break
+			}
+		}
+		if done {
+			r.log.Info("every shard caught up: stopping")
+			stop()
+			return
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
