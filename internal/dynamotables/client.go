@@ -1,0 +1,151 @@
+package dynamotables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// ItemAPI is the part of the DynamoDB client the stores use; *dynamodb.Client implements it.
+// Tests may wrap it (e.g. to count requests).
+type ItemAPI interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// IsConditionalCheckFailed reports whether err is DynamoDB's ConditionalCheckFailedException.
+func IsConditionalCheckFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}
+
+// Defaults of NewClient.
+const (
+	// DefaultMaxAttempts is the number of attempts per request (first try + retries) of the SDK's
+	// standard retryer. Higher than the SDK's 3 so that on-demand tables ride out throttling
+	// while they scale (ProvisionedThroughputExceededException, ThrottlingException).
+	DefaultMaxAttempts = 10
+	// DefaultMaxBackoff caps the exponential backoff between attempts.
+	DefaultMaxBackoff = 5 * time.Second
+	// LocalRegion is the region used with an explicit endpoint when none is configured.
+	LocalRegion = "us-east-1"
+)
+
+// ClientOption configures NewClient. Options are applied in order; later ones win.
+type ClientOption func(*clientOptions)
+
+type clientOptions struct {
+	endpoint    string
+	region      string
+	creds       aws.CredentialsProvider
+	cfg         *aws.Config
+	maxAttempts int
+	maxBackoff  time.Duration
+}
+
+// WithEndpoint sets the DynamoDB endpoint URL, e.g. "http://127.0.0.1:4567" for dynalite or
+// DynamoDB Local. "" (the default) uses AWS's endpoint for the region (or AWS_ENDPOINT_URL*).
+func WithEndpoint(url string) ClientOption { return func(o *clientOptions) { o.endpoint = url } }
+
+// WithRegion sets the region. Default: the AWS default chain (AWS_REGION, shared config); with
+// an endpoint and no region configured anywhere, LocalRegion.
+func WithRegion(region string) ClientOption { return func(o *clientOptions) { o.region = region } }
+
+// WithStaticCredentials uses fixed credentials instead of the default chain.
+func WithStaticCredentials(accessKeyID, secretAccessKey string) ClientOption {
+	return func(o *clientOptions) {
+		o.creds = credentials.NewStaticCredentialsProvider(accessKeyID, secretAccessKey, "")
+	}
+}
+
+// WithConfig uses cfg as the base configuration instead of loading the AWS default chain.
+// Endpoint, region, credential and retry options still apply on top of it.
+func WithConfig(cfg aws.Config) ClientOption { return func(o *clientOptions) { o.cfg = &cfg } }
+
+// WithMaxAttempts sets the attempts per request (default DefaultMaxAttempts; values < 1 keep
+// the default).
+func WithMaxAttempts(n int) ClientOption { return func(o *clientOptions) { o.maxAttempts = n } }
+
+// NewClient returns a DynamoDB client.
+//
+// Without WithConfig it loads the AWS default chain (environment, shared config, SSO, IMDS...).
+// With an endpoint set (a local server), IMDS is not consulted, the region defaults to
+// LocalRegion, and when no credentials are found static dummy credentials ("local"/"local")
+// are used, since local servers accept any signature.
+//
+// Retries are the SDK's standard retryer (exponential backoff with jitter, throttling and
+// transient errors) with DefaultMaxAttempts attempts, DefaultMaxBackoff, and no client-side
+// retry quota (so sustained throttling slows writers down instead of failing them).
+// Errors: loading the shared configuration failed.
+func NewClient(ctx context.Context, opts ...ClientOption) (*dynamodb.Client, error) {
+	o := clientOptions{maxAttempts: DefaultMaxAttempts, maxBackoff: DefaultMaxBackoff}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	if o.maxAttempts < 1 {
+		o.maxAttempts = DefaultMaxAttempts
+	}
+	var cfg aws.Config
+	if o.cfg != nil {
+		cfg = o.cfg.Copy()
+	} else {
+		var load []func(*config.LoadOptions) error
+		if o.endpoint != "" {
+			load = append(load, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
+		}
+		var err error
+		if cfg, err = config.LoadDefaultConfig(ctx, load...); err != nil {
+			return nil, fmt.Errorf("dynamotables: load AWS configuration: %w", err)
+		}
+	}
+	if o.region != "" {
+		cfg.Region = o.region
+	}
+	if o.creds != nil {
+		cfg.Credentials = o.creds
+	}
+	if o.endpoint != "" {
+		if cfg.Region == "" {
+			cfg.Region = LocalRegion
+		}
+		if !hasCredentials(ctx, cfg.Credentials) {
+			cfg.Credentials = credentials.NewStaticCredentialsProvider("local", "local", "")
+		}
+	}
+	maxAttempts, maxBackoff := o.maxAttempts, o.maxBackoff
+	cfg.Retryer = func() aws.Retryer {
+		return retry.NewStandard(func(so *retry.StandardOptions) {
+			so.MaxAttempts = maxAttempts
+			so.MaxBackoff = maxBackoff
+			so.RateLimiter = ratelimit.None
+		})
+	}
+	endpoint := o.endpoint
+	return dynamodb.NewFromConfig(cfg, func(do *dynamodb.Options) {
+		if endpoint != "" {
+			do.BaseEndpoint = aws.String(endpoint)
+		}
+	}), nil
+}
+
+func hasCredentials(ctx context.Context, p aws.CredentialsProvider) bool {
+	if p == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := p.Retrieve(ctx)
+	return err == nil && c.HasKeys()
+}

@@ -1,0 +1,183 @@
+// Package dynamotest gives tests a DynamoDB client for a real local DynamoDB-compatible server.
+//
+// Use it from a test package's TestMain:
+//
+//	func TestMain(m *testing.M) { dynamotest.Main(m) }
+//
+// Main uses the server at $PROJHOST_DYNAMODB_ENDPOINT when set (e.g. "http://127.0.0.1:4567"
+// from tools/dynalite/start.sh, or DynamoDB Local); otherwise it starts tools/dynalite on a free
+// loopback port for the package's tests and stops it afterwards. When no server can be had,
+// tests calling Client are skipped — unless CI=true, where Main fails the run instead.
+package dynamotest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/projhost/projhost/internal/dynamotables"
+)
+
+// EndpointEnv names the environment variable with an already running server's endpoint URL.
+const EndpointEnv = "PROJHOST_DYNAMODB_ENDPOINT"
+
+var (
+	mu         sync.Mutex
+	mainCalled bool
+	endpoint   string // "" = no server
+	skipReason string
+)
+
+// Main finds or starts the server, runs the tests, stops a server it started, and exits with
+// the tests' code. It never returns.
+func Main(m *testing.M) {
+	stop, err := setup()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			fmt.Fprintf(os.Stderr, "dynamotest: %v (CI=true: failing instead of skipping)\n", err)
+			os.Exit(1)
+		}
+		skipReason = err.Error()
+	}
+	code := m.Run()
+	if stop != nil {
+		stop()
+	}
+	os.Exit(code)
+}
+
+func setup() (stop func(), err error) {
+	mu.Lock()
+	defer mu.Unlock()
+	mainCalled = true
+	if ep := os.Getenv(EndpointEnv); ep != "" {
+		endpoint = ep
+		return nil, nil
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	tools := filepath.Join(root, "tools", "dynalite")
+	tmp, err := os.MkdirTemp("", "dynamotest-")
+	if err != nil {
+		return nil, fmt.Errorf("temp dir for the dynalite pid file: %w", err)
+	}
+	pidfile := filepath.Join(tmp, "dynalite.pid")
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ { // the free port may be taken before dynalite binds it
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // includes npm ci
+		cmd := exec.CommandContext(ctx, filepath.Join(tools, "start.sh"), port)
+		cmd.Env = append(os.Environ(), "DYNALITE_PIDFILE="+pidfile)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		cancel()
+		if err != nil {
+			lastErr = fmt.Errorf("start %s/start.sh %s: %w: %s (set %s to use a running server)",
+				tools, port, err, strings.TrimSpace(stderr.String()), EndpointEnv)
+			continue
+		}
+		endpoint = strings.TrimSpace(string(out))
+		return func() {
+			c := exec.Command(filepath.Join(tools, "stop.sh"), port)
+			c.Env = append(os.Environ(), "DYNALITE_PIDFILE="+pidfile)
+			if out, err := c.CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "dynamotest: stop dynalite: %v: %s\n", err, out)
+			}
+			os.RemoveAll(tmp)
+		}, nil
+	}
+	os.RemoveAll(tmp)
+	return nil, lastErr
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "tools", "dynalite", "start.sh")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("tools/dynalite/start.sh not found above the working directory (set %s)", EndpointEnv)
+		}
+		dir = parent
+	}
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+// Endpoint returns the server's endpoint URL, or skips t when there is none.
+func Endpoint(t testing.TB) string {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if !mainCalled {
+		t.Fatal("dynamotest: call dynamotest.Main(m) from the package's TestMain first")
+	}
+	if endpoint == "" {
+		t.Skipf("dynamotest: no local DynamoDB server: %s", skipReason)
+	}
+	return endpoint
+}
+
+// Client returns a client for the server (region us-east-1, dummy credentials), or skips t.
+func Client(t testing.TB) *dynamodb.Client {
+	t.Helper()
+	ep := Endpoint(t)
+	c, err := dynamotables.NewClient(context.Background(), dynamotables.WithEndpoint(ep),
+		dynamotables.WithStaticCredentials("local", "local"), dynamotables.WithRegion(dynamotables.LocalRegion))
+	if err != nil {
+		t.Fatalf("dynamotest: client for %s: %v", ep, err)
+	}
+	return c
+}
+
+// Tables creates projhost's tables under a fresh random prefix ("t<hex>-"), deletes them when t
+// ends, and returns the client and the prefix.
+func Tables(t testing.TB) (*dynamodb.Client, string) {
+	t.Helper()
+	c := Client(t)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	prefix := "t" + hex.EncodeToString(b[:]) + "-"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := dynamotables.CreateTables(ctx, c, prefix); err != nil {
+		t.Fatalf("dynamotest: create tables: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := dynamotables.DeleteTables(ctx, c, prefix); err != nil {
+			t.Errorf("dynamotest: delete tables: %v", err)
+		}
+	})
+	return c, prefix
+}

@@ -1,0 +1,90 @@
+package dynamo_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/projhost/projhost/internal/dynamotables"
+	"github.com/projhost/projhost/internal/dynamotest"
+	"github.com/projhost/projhost/shardmap"
+	"github.com/projhost/projhost/shardmap/dynamo"
+	"github.com/projhost/projhost/shardmap/leasetest"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+func newStore(t *testing.T) (*dynamo.Store, *dynamodb.Client, string) {
+	t.Helper()
+	c, prefix := dynamotest.Tables(t)
+	s, err := dynamo.New(c, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c, prefix
+}
+
+func TestConformance(t *testing.T) {
+	s, _, _ := newStore(t)
+	leasetest.Run(t, func(t *testing.T) shardmap.LeaseStore { return s })
+}
+
+func TestNewBadPrefix(t *testing.T) {
+	if _, err := dynamo.New(nil, "bad prefix"); !errors.Is(err, dynamotables.ErrBadPrefix) {
+		t.Fatalf("New(bad prefix) error = %v, want ErrBadPrefix", err)
+	}
+}
+
+// TestItemLayout checks the stored attributes, which other tools (and the SAM stack) rely on.
+func TestItemLayout(t *testing.T) {
+	s, c, prefix := newStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l := shardmap.Lease{Projection: "p", ShardID: "shardId-000000000002", Owner: "w1", Counter: 7, Epoch: 3,
+		ParentIDs: []string{"shardId-000000000000", "shardId-000000000001"}, State: shardmap.StateActive}
+	if err := s.Create(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Update(ctx, shardmap.Lease{Projection: "p", ShardID: l.ShardID, Counter: 7, Epoch: 3,
+		ParentIDs: l.ParentIDs, State: shardmap.StateFinished})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Counter != 8 || got.Owner != "" || got.State != shardmap.StateFinished {
+		t.Fatalf("Update returned %+v, want counter 8, no owner, finished", got)
+	}
+	names, _ := dynamotables.NamesFor(prefix)
+	out, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(names.Leases), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{
+			"projection": &types.AttributeValueMemberS{Value: "p"},
+			"shard":      &types.AttributeValueMemberS{Value: l.ShardID},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := out.Item
+	if _, ok := it["owner"]; ok {
+		t.Errorf("free lease has an owner attribute: %v", it["owner"])
+	}
+	if n, ok := it["counter"].(*types.AttributeValueMemberN); !ok || n.Value != "8" {
+		t.Errorf("counter = %#v, want N 8", it["counter"])
+	}
+	if n, ok := it["epoch"].(*types.AttributeValueMemberN); !ok || n.Value != "3" {
+		t.Errorf("epoch = %#v, want N 3", it["epoch"])
+	}
+	if st, ok := it["state"].(*types.AttributeValueMemberS); !ok || st.Value != "finished" {
+		t.Errorf("state = %#v, want S finished", it["state"])
+	}
+	if ps, ok := it["parents"].(*types.AttributeValueMemberL); !ok || len(ps.Value) != 2 {
+		t.Errorf("parents = %#v, want L of 2", it["parents"])
+	}
+	// A stale counter (7) no longer matches.
+	if _, err := s.Update(ctx, l); !errors.Is(err, shardmap.ErrConflict) {
+		t.Fatalf("stale Update error = %v, want ErrConflict", err)
+	}
+}
