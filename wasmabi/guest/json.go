@@ -9,7 +9,7 @@ import (
 // Zero-allocation accessors for the top-level fields of a JSON object (RFC 8259), for event data
 // and stored documents. They scan data from the start on every call, skip (and syntax-check) the
 // values before the field they look for, and stop at it: bytes after the field are not checked,
-// so {"a":1 is enough to read "a". Keys match exactly after unescaping, as encoding/json does for
+// so {"a":1, is enough to read "a". Keys match exactly after unescaping, as encoding/json does for
 // map keys. When a key occurs more than once, the first occurrence wins (RFC 8259 §4 leaves
 // duplicates undefined; encoding/json takes the last). None of them panic on any input; on
 // anything that is not an object, a missing field or a value of another type they return false.
@@ -104,32 +104,27 @@ func jsonField(data []byte, key string) (val []byte, plain, ok bool) {
 		}
 		i = skipWS(data, i+1)
 		start := i
+		plain = false
 		if i < len(data) && data[i] == '"' {
 			var vplain bool
 			if j, vplain = scanString(data, i); j < 0 {
 				return nil, false, false
 			}
-			if match {
-				return data[start:j], vplain, true
-			}
-		} else {
-			if j = skipValue(data, i, 0); j < 0 {
-				return nil, false, false
-			}
-			if match {
-				return data[start:j], false, true
-			}
+			plain = vplain
+		} else if j = skipValue(data, i, 0); j < 0 {
+			return nil, false, false
 		}
 		i = skipWS(data, j)
-		if i >= len(data) {
+		if i >= len(data) || (data[i] != ',' && data[i] != '}') {
 			return nil, false, false
 		}
-		switch data[i] {
-		case ',':
-			i = skipWS(data, i+1)
-		default: // '}' ends the object without the key; anything else is a syntax error
+		if match {
+			return data[start:j], plain, true
+		}
+		if data[i] == '}' { // the object ends without the key
 			return nil, false, false
 		}
+		i = skipWS(data, i+1)
 	}
 }
 
