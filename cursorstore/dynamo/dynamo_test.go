@@ -1,0 +1,90 @@
+package dynamo_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/projhost/projhost/cursorstore"
+	"github.com/projhost/projhost/cursorstore/cursortest"
+	"github.com/projhost/projhost/cursorstore/dynamo"
+	"github.com/projhost/projhost/internal/dynamotables"
+	"github.com/projhost/projhost/internal/dynamotest"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+func newStore(t *testing.T) (*dynamo.Store, *dynamodb.Client, string) {
+	t.Helper()
+	c, prefix := dynamotest.Tables(t)
+	s, err := dynamo.New(c, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c, prefix
+}
+
+func TestConformance(t *testing.T) {
+	s, _, _ := newStore(t)
+	cursortest.Run(t, func(t *testing.T) cursorstore.Store { return s })
+}
+
+// TestSaveOutcomes walks one cursor through the cases Save must tell apart.
+func TestSaveOutcomes(t *testing.T) {
+	s, c, prefix := newStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const p, sh = "proj", "shardId-000000000000"
+	steps := []struct {
+		name  string
+		claim int64 // >0: Claim with this epoch before the Save
+		epoch int64
+		seq   string
+		want  error
+	}{
+		{"save without claim at epoch 0", 0, 0, "5", nil},
+		{"claim 1 then save", 1, 1, "49590338271490256608559692538361571095921575989136588898", nil},
+		{"numerically lower, longer string", 0, 1, "9", cursorstore.ErrBackwards},
+		{"same seq again", 0, 1, "49590338271490256608559692538361571095921575989136588898", nil},
+		{"epoch 0 after claim", 0, 0, "49590338271490256608559692538361571095921575989136588899", cursorstore.ErrFenced},
+		{"unclaimed newer epoch", 0, 2, "49590338271490256608559692538361571095921575989136588899", cursorstore.ErrFenced},
+		{"zombie after claim 3", 3, 1, "49590338271490256608559692538361571095921575989136588899", cursorstore.ErrFenced},
+	}
+	for _, st := range steps {
+		if st.claim > 0 {
+			if _, err := s.Claim(ctx, p, sh, st.claim); err != nil {
+				t.Fatalf("%s: claim: %v", st.name, err)
+			}
+		}
+		err := s.Save(ctx, p, sh, st.epoch, st.seq)
+		if (st.want == nil) != (err == nil) || (st.want != nil && !errors.Is(err, st.want)) {
+			t.Fatalf("%s: Save error = %v, want %v", st.name, err, st.want)
+		}
+	}
+	got, err := s.Get(ctx, p, sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := cursorstore.Cursor{Projection: p, ShardID: sh, Epoch: 3, Seq: "49590338271490256608559692538361571095921575989136588898"}
+	if got != want {
+		t.Fatalf("Get = %+v, want %+v", got, want)
+	}
+	// The padded sequence attribute is what conditions compare.
+	names, _ := dynamotables.NamesFor(prefix)
+	out, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(names.Cursors), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{
+			"projection": &types.AttributeValueMemberS{Value: p},
+			"shard":      &types.AttributeValueMemberS{Value: sh},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp, ok := out.Item["seqp"].(*types.AttributeValueMemberS); !ok || len(sp.Value) != 56 {
+		t.Fatalf("seqp = %#v, want the 56-digit sequence (longer than the pad width, unchanged)", out.Item["seqp"])
+	}
+}
