@@ -455,11 +455,27 @@ func (m *Manager) renew(ctx context.Context, e *ownedLease, rep *RoundReport) {
 	rep.Writes++
 	switch {
 	case err == nil:
+		// If the validity ran out while the write was in flight, Valid may already have told
+		// the runner "no": keep Valid monotonic (never false then true for one acquisition)
+		// by treating the lease as lost and handing it back.
 		m.mu.Lock()
-		e.lease, e.validFrom = nl, start
+		lapsed := m.cfg.clock.Now()-validFrom >= m.cfg.leaseDuration
+		if lapsed {
+			m.dropLocked(e)
+		} else {
+			e.lease, e.validFrom = nl, start
+		}
 		m.mu.Unlock()
+		if !lapsed {
+			e.wmu.Unlock()
+			rep.Renewed++
+			return
+		}
+		m.handBack(ctx, nl, rep)
 		e.wmu.Unlock()
-		rep.Renewed++
+		m.cfg.logger.Warn("shardmap: lease lost: renewal completed after the lease duration", "shard", l.ShardID)
+		m.emitLost(l.ShardID)
+		rep.Lost++
 	case errors.Is(err, ErrConflict):
 		m.drop(e)
 		e.wmu.Unlock()
@@ -489,8 +505,15 @@ func (m *Manager) take(ctx context.Context, l Lease, rep *RoundReport, how strin
 		return false
 	}
 	m.mu.Lock()
-	m.owned[nl.ShardID] = &ownedLease{lease: nl, validFrom: start}
+	lapsed := m.cfg.clock.Now()-start >= m.cfg.leaseDuration
+	if !lapsed {
+		m.owned[nl.ShardID] = &ownedLease{lease: nl, validFrom: start}
+	}
 	m.mu.Unlock()
+	if lapsed { // the write took a whole lease duration: too late to use it
+		m.handBack(ctx, nl, rep)
+		return false
+	}
 	m.seen[nl.ShardID] = seenInfo{counter: nl.Counter, changedAt: m.cfg.clock.Now()}
 	m.cfg.logger.Info("shardmap: lease acquired", "shard", nl.ShardID, "how", how, "from", l.Owner, "epoch", nl.Epoch)
 	if f := m.cfg.events.Acquired; f != nil {
@@ -504,7 +527,8 @@ func (m *Manager) take(ctx context.Context, l Lease, rep *RoundReport, how strin
 // clock. epoch is the lease's fencing token (also returned, with ok false, when the lease is
 // held but its validity ran out). Call it before every batch and every cursor save: a worker
 // that was paused (SIGSTOP, GC, VM migration) sees ok false as soon as it resumes, before
-// any round has run. Safe for concurrent use; does no I/O.
+// any round has run. Once ok is false for an acquisition it stays false: the next round
+// reports Lost, and a later Acquired starts a new epoch. Safe for concurrent use; no I/O.
 func (m *Manager) Valid(shardID string) (epoch int64, ok bool) {
 	now := m.cfg.clock.Now()
 	m.mu.Lock()
@@ -574,15 +598,28 @@ func (m *Manager) finalWrite(ctx context.Context, shardID, what string, change f
 		return fmt.Errorf("shardmap: %s shard %q of projection %q: %w", what, shardID, m.projection, ErrNotOwned)
 	}
 	l := e.lease
+	// Stop being the owner before the lease can become free, so that no other worker can
+	// hold it while Valid still says yes here.
+	m.dropLocked(e)
 	m.mu.Unlock()
 	change(&l)
 	_, err := m.store.Update(ctx, l)
-	m.drop(e)
 	if err != nil {
 		return fmt.Errorf("shardmap: %s shard %q of projection %q: %w", what, shardID, m.projection, err)
 	}
 	m.cfg.logger.Info("shardmap: lease "+what+"d", "shard", shardID, "epoch", l.Epoch)
 	return nil
+}
+
+// handBack frees a lease this worker wrote last (l as returned by the store) but must not
+// use. On failure the lease simply expires.
+func (m *Manager) handBack(ctx context.Context, l Lease, rep *RoundReport) {
+	l.Owner = ""
+	_, err := m.store.Update(ctx, l)
+	rep.Writes++
+	if err != nil {
+		m.cfg.logger.Warn("shardmap: could not free a lapsed lease; it will expire", "shard", l.ShardID, "err", err)
+	}
 }
 
 func (m *Manager) ownedSnapshot() []*ownedLease {
