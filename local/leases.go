@@ -1,0 +1,102 @@
+package local
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/projhost/projhost/shardmap"
+)
+
+// Leases is the shardmap.LeaseStore of a Store: table leases. Every write is one conditional
+// statement (INSERT ... ON CONFLICT DO NOTHING, UPDATE ... WHERE counter = ?). Safe for
+// concurrent use.
+type Leases struct{ s *Store }
+
+var _ shardmap.LeaseStore = (*Leases)(nil)
+
+// List returns every lease of a projection, ordered by shard id.
+func (l *Leases) List(ctx context.Context, projection string) ([]shardmap.Lease, error) {
+	rows, err := l.s.db.QueryContext(ctx, `SELECT shard_id, owner, counter, epoch, parent_ids, state
+		FROM leases WHERE projection = ? ORDER BY shard_id`, projection)
+	if err != nil {
+		return nil, fmt.Errorf("local: list leases of %q: %w", projection, err)
+	}
+	defer rows.Close()
+	var out []shardmap.Lease
+	for rows.Next() {
+		le := shardmap.Lease{Projection: projection}
+		var parents, state string
+		if err := rows.Scan(&le.ShardID, &le.Owner, &le.Counter, &le.Epoch, &parents, &state); err != nil {
+			return nil, fmt.Errorf("local: list leases of %q: %w", projection, err)
+		}
+		if err := json.Unmarshal([]byte(parents), &le.ParentIDs); err != nil {
+			return nil, fmt.Errorf("local: lease %s/%s: parent_ids %q is not a JSON array of strings: %w",
+				projection, le.ShardID, parents, err)
+		}
+		le.State = shardmap.State(state)
+		out = append(out, le)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("local: list leases of %q: %w", projection, err)
+	}
+	return out, nil
+}
+
+func parentsJSON(ids []string) string {
+	if len(ids) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(ids) // a []string always marshals
+	return string(b)
+}
+
+// Create stores le if no lease exists for its (projection, shard); shardmap.ErrExists otherwise.
+func (l *Leases) Create(ctx context.Context, le shardmap.Lease) error {
+	var n int64
+	err := l.s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO leases
+			(projection, shard_id, owner, counter, epoch, parent_ids, state) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (projection, shard_id) DO NOTHING`,
+			le.Projection, le.ShardID, le.Owner, le.Counter, le.Epoch, parentsJSON(le.ParentIDs), string(le.State))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("local: create lease %s/%s: %w", le.Projection, le.ShardID, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("local: create lease %s/%s: %w", le.Projection, le.ShardID, shardmap.ErrExists)
+	}
+	return nil
+}
+
+// Update replaces the lease if its stored counter equals le.Counter, storing le.Counter+1, and
+// returns the stored lease. shardmap.ErrConflict when the counter differs or the lease is missing.
+func (l *Leases) Update(ctx context.Context, le shardmap.Lease) (shardmap.Lease, error) {
+	var n int64
+	err := l.s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE leases
+			SET owner = ?, counter = counter + 1, epoch = ?, parent_ids = ?, state = ?
+			WHERE projection = ? AND shard_id = ? AND counter = ?`,
+			le.Owner, le.Epoch, parentsJSON(le.ParentIDs), string(le.State), le.Projection, le.ShardID, le.Counter)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return shardmap.Lease{}, fmt.Errorf("local: update lease %s/%s: %w", le.Projection, le.ShardID, err)
+	}
+	if n == 0 {
+		return shardmap.Lease{}, fmt.Errorf("local: update lease %s/%s at counter %d: %w",
+			le.Projection, le.ShardID, le.Counter, shardmap.ErrConflict)
+	}
+	le.Counter++
+	return le, nil
+}

@@ -1,0 +1,272 @@
+// Package local is projhost's embedded storage: one SQLite database file (pure-Go driver
+// modernc.org/sqlite, no cgo) holding leases, cursors and read models, so a local run needs no
+// setup (DESIGN §5). Several worker processes may open the same directory at once; leases are
+// how they coordinate, and SQLite's file locks serialise their writes.
+//
+// A Store hands out three views of the same database:
+//
+//   - Leases() implements shardmap.LeaseStore;
+//   - Cursors() implements cursorstore.Store;
+//   - ReadModels() implements readmodel.Store and readmodel.Committer. Commit applies a batch's
+//     mutations and saves the shard's cursor in one transaction, which makes local runs
+//     exactly-once (DESIGN §3).
+//
+// (One type cannot implement both cursorstore.Store and readmodel.Store: their Get methods differ.)
+//
+// # Database
+//
+// The file is DIR/projhost.db (FileName), in WAL mode with synchronous=NORMAL: a committed
+// transaction survives a process crash; a power loss may drop the last transactions but never
+// corrupts the file. Writes use BEGIN IMMEDIATE and wait up to the busy timeout (default 5 s,
+// WithBusyTimeout) for another process's write; past that they fail with ErrBusy.
+//
+// Tables (all WITHOUT ROWID; sequence numbers are decimal strings as the source returned them):
+//
+//	docs(projection TEXT, collection TEXT, key TEXT, doc TEXT, shard_id TEXT, seq TEXT, updated_ms INTEGER)
+//	    PRIMARY KEY (projection, collection, key). doc is the JSON object text; shard_id and seq
+//	    name the write that last changed it; updated_ms is that write's wall-clock time (ms since
+//	    the Unix epoch). Deleted documents are removed.
+//	cursors(projection TEXT, shard_id TEXT, seq TEXT, epoch INTEGER, updated_ms INTEGER)
+//	    PRIMARY KEY (projection, shard_id). seq is "" until something is saved.
+//	leases(projection TEXT, shard_id TEXT, owner TEXT, counter INTEGER, epoch INTEGER,
+//	    parent_ids TEXT, state TEXT) PRIMARY KEY (projection, shard_id). parent_ids is a JSON array.
+//	applied(projection TEXT, shard_id TEXT, seq TEXT, epoch INTEGER)
+//	    PRIMARY KEY (projection, shard_id): the last sequence number and the highest epoch whose
+//	    read-model writes were applied from a shard (the Apply fence).
+//
+// PRAGMA user_version holds the schema version (SchemaVersion).
+//
+// # Querying read models
+//
+// Read models are plain rows, so any SQLite client can query them while workers run (WAL readers
+// never block writers). With the sqlite3 command-line shell:
+//
+//	sqlite3 -readonly DIR/projhost.db \
+//	  "SELECT key, json_extract(doc, '$.count') AS n FROM docs
+//	   WHERE projection = 'flights' AND collection = 'airports'
+//	   ORDER BY n DESC LIMIT 10"
+//
+// json_extract, json_each and the other JSON functions of SQLite apply to doc. Do not write to
+// the tables by hand while workers run.
+package local
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"modernc.org/sqlite"
+)
+
+// FileName is the database file's name inside the directory given to Open.
+const FileName = "projhost.db"
+
+// SchemaVersion is the schema version this package writes (PRAGMA user_version).
+const SchemaVersion = 1
+
+// DefaultBusyTimeout is how long a write waits for another process's write lock by default.
+const DefaultBusyTimeout = 5 * time.Second
+
+// ErrBusy is returned when the database stayed locked by another connection or process for
+// longer than the busy timeout.
+var ErrBusy = errors.New("local: database is locked by another process (raise the busy timeout with WithBusyTimeout)")
+
+// ErrInvalid is returned for input the store cannot hold: a sequence number that is not a
+// decimal number, an empty collection or key, a document that is not a JSON object.
+var ErrInvalid = errors.New("local: invalid input")
+
+// ErrSchema is returned by Open when the database was written by a newer schema version.
+var ErrSchema = errors.New("local: database schema is newer than this program; upgrade projhost")
+
+// Option configures Open. Options are immutable values.
+type Option func(*options)
+
+type options struct {
+	busyTimeout time.Duration
+}
+
+// WithBusyTimeout sets how long a write waits for another process's write lock before failing
+// with ErrBusy (default 5 s; SQLite's busy_timeout). Values below 1 ms are raised to 1 ms.
+func WithBusyTimeout(d time.Duration) Option {
+	return func(o *options) {
+		o.busyTimeout = max(d, time.Millisecond)
+	}
+}
+
+// Store is the embedded store. It is safe for concurrent use by many goroutines; other processes
+// may use the same file at the same time.
+type Store struct {
+	db   *sql.DB
+	path string
+	// wmu serialises this process's writers, so they queue in Go instead of in SQLite's busy
+	// handler (which polls with sleeps). Other processes are serialised by SQLite's lock.
+	wmu sync.Mutex
+
+	leases     Leases
+	cursors    Cursors
+	readModels ReadModels
+}
+
+// Open opens (creating when missing) the database DIR/projhost.db, creating dir too.
+// Errors: ErrSchema, ErrBusy, file system and SQLite errors.
+func Open(dir string, opts ...Option) (*Store, error) {
+	o := options{busyTimeout: DefaultBusyTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("local: create data directory: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	db, err := openSQLite(path, o.busyTimeout)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, path: path}
+	s.leases.s, s.cursors.s, s.readModels.s = s, s, s
+	if err := s.migrate(context.Background()); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openSQLite opens path in WAL mode with synchronous=NORMAL, the busy timeout, and BEGIN
+// IMMEDIATE for every transaction (a deferred transaction that later writes can fail with
+// SQLITE_BUSY without waiting).
+func openSQLite(path string, busy time.Duration) (*sql.DB, error) {
+	q := url.Values{}
+	q.Set("_busy_timeout", fmt.Sprint(busy.Milliseconds()))
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "NORMAL")
+	q.Set("_txlock", "immediate")
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("local: open %s: %w", path, err)
+	}
+	db.SetMaxIdleConns(4)
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("local: open %s: %w", path, wrapBusy(err))
+	}
+	return db, nil
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS docs (
+	projection TEXT NOT NULL,
+	collection TEXT NOT NULL,
+	key        TEXT NOT NULL,
+	doc        TEXT NOT NULL,
+	shard_id   TEXT NOT NULL,
+	seq        TEXT NOT NULL,
+	updated_ms INTEGER NOT NULL,
+	PRIMARY KEY (projection, collection, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS cursors (
+	projection TEXT NOT NULL,
+	shard_id   TEXT NOT NULL,
+	seq        TEXT NOT NULL,
+	epoch      INTEGER NOT NULL,
+	updated_ms INTEGER NOT NULL,
+	PRIMARY KEY (projection, shard_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS leases (
+	projection TEXT NOT NULL,
+	shard_id   TEXT NOT NULL,
+	owner      TEXT NOT NULL,
+	counter    INTEGER NOT NULL,
+	epoch      INTEGER NOT NULL,
+	parent_ids TEXT NOT NULL,
+	state      TEXT NOT NULL,
+	PRIMARY KEY (projection, shard_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS applied (
+	projection TEXT NOT NULL,
+	shard_id   TEXT NOT NULL,
+	seq        TEXT NOT NULL,
+	epoch      INTEGER NOT NULL,
+	PRIMARY KEY (projection, shard_id)
+) WITHOUT ROWID;
+`
+
+func (s *Store) migrate(ctx context.Context) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		var v int
+		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+			return err
+		}
+		if v > SchemaVersion {
+			return fmt.Errorf("%w: %s has schema version %d, this program knows %d", ErrSchema, s.path, v, SchemaVersion)
+		}
+		if _, err := tx.ExecContext(ctx, schema); err != nil {
+			return fmt.Errorf("create tables: %w", err)
+		}
+		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion))
+		return err
+	})
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database. Views obtained from the store must not be used afterwards.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Leases returns the lease store (shardmap.LeaseStore) of this database.
+func (s *Store) Leases() *Leases { return &s.leases }
+
+// Cursors returns the cursor store (cursorstore.Store) of this database.
+func (s *Store) Cursors() *Cursors { return &s.cursors }
+
+// ReadModels returns the read-model store (readmodel.Store, readmodel.Committer) of this database.
+func (s *Store) ReadModels() *ReadModels { return &s.readModels }
+
+// write runs fn in one IMMEDIATE transaction, committing when fn returns nil.
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return wrapBusy(err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return wrapBusy(err)
+	}
+	return wrapBusy(tx.Commit())
+}
+
+// sqliteBusy is SQLite's primary result code SQLITE_BUSY.
+const sqliteBusy = 5
+
+// wrapBusy turns SQLITE_BUSY into ErrBusy, keeping the driver error in the chain.
+func wrapBusy(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqliteBusy {
+		return fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	return err
+}
+
+func nowMs() int64 { return time.Now().UnixMilli() }
+
+// validSeq reports whether seq is a non-empty decimal number.
+func validSeq(seq string) bool {
+	if seq == "" {
+		return false
+	}
+	for i := 0; i < len(seq); i++ {
+		if seq[i] < '0' || seq[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
