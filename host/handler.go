@@ -1,0 +1,370 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/projhost/projhost/readmodel"
+	"github.com/projhost/projhost/source"
+	"github.com/projhost/projhost/wasmabi"
+)
+
+// DocReader serves the projhost.read import: the current document of collection/key as the host
+// will have it once everything accepted so far is committed (ABI.md §5: the stored state overlaid
+// with applied-but-uncommitted mutations). The Handler calls it only from inside Handle, on the
+// Handle caller's goroutine. The returned doc is only read, never kept past the call.
+type DocReader interface {
+	ReadDoc(ctx context.Context, collection, key string) (doc []byte, found bool, err error)
+}
+
+// Handler runs one shard's batches through one guest instance at a time. It is safe for
+// concurrent use, but calls are serialized: the guest is never entered concurrently. The instance
+// is created lazily by the first Handle (calling _initialize once), kept across batches, and
+// discarded after any trap, exit, deadline or bad output; the next Handle creates a fresh one.
+type Handler struct {
+	mod    *Module
+	shard  string
+	logger *slog.Logger
+	stdout *lineWriter
+	stderr *lineWriter
+
+	mu        sync.Mutex
+	closed    bool
+	inst      api.Module
+	mem       api.Memory
+	alloc     api.Function
+	handle    api.Function
+	stack     []uint64
+	events    []wasmabi.Event // reused conversion buffer; aliases the caller's events
+	call      callState
+	instances int
+}
+
+// callState is the state of the current projhost_handle call, read by the host functions.
+type callState struct {
+	inHandle  bool
+	reader    DocReader
+	failed    bool
+	failMsg   string
+	lastValid bool
+	lastFound bool
+	lastColl  string
+	lastKey   string
+	lastDoc   []byte
+}
+
+// NewHandler returns the handler of shardID (at most wasmabi.MaxShardIDLen bytes). Close it when
+// the shard is released.
+func (m *Module) NewHandler(shardID string) *Handler {
+	lg := m.logger.With("shard", shardID)
+	return &Handler{
+		mod:    m,
+		shard:  shardID,
+		logger: lg,
+		stdout: &lineWriter{logger: lg, level: slog.LevelInfo, stream: "stdout"},
+		stderr: &lineWriter{logger: lg, level: slog.LevelWarn, stream: "stderr"},
+		stack:  make([]uint64, 2),
+	}
+}
+
+// Instances returns how many guest instances the handler has created so far (1 + the number of
+// replacements after poisoning, once running).
+func (h *Handler) Instances() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.instances
+}
+
+// Close closes the current instance. Handle returns ErrClosed afterwards.
+func (h *Handler) Close(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	return h.discard(ctx)
+}
+
+func (h *Handler) discard(ctx context.Context) error {
+	h.stdout.flush()
+	h.stderr.flush()
+	if h.inst == nil {
+		return nil
+	}
+	err := h.inst.Close(ctx)
+	h.inst, h.mem, h.alloc, h.handle = nil, nil, nil, nil
+	var ee *sys.ExitError
+	if errors.As(err, &ee) {
+		err = nil // already closed by an exit or the deadline
+	}
+	return err
+}
+
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// Handle runs one batch: events (in sequence order, all of the handler's shard, at least one)
+// are encoded into the guest (projhost_alloc, then projhost_handle), reads are served from
+// reader, and the output is decoded and validated (ABI.md §4; documents must be JSON objects).
+// It returns the mutations in order, copied out of the guest (Doc nil for a delete); nil when
+// there are none.
+//
+// Errors: a *HandlerError (errors.Is ErrHandlerFailed, ErrTrap, ErrExit, ErrDeadline or
+// ErrBadOutput) when the guest is at fault; otherwise an infrastructure error: reader's error
+// wrapped, the caller's context error, an event exceeding an ABI limit (wasmabi.ErrMalformed), an
+// event of another shard, or ErrClosed.
+func (h *Handler) Handle(ctx context.Context, events []source.Event, reader DocReader) ([]readmodel.Mutation, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
+	}
+	if len(events) == 0 {
+		return nil, nil
+	}
+	if reader == nil {
+		return nil, errors.New("host: Handle needs a DocReader")
+	}
+	h.events = h.events[:0]
+	for i := range events {
+		e := &events[i]
+		if e.ShardID != h.shard {
+			return nil, fmt.Errorf("host: event %d (seq %s) is of shard %q, the handler's shard is %q", i, e.Seq, e.ShardID, h.shard)
+		}
+		ae := wasmabi.Event{Seq: bytesOf(e.Seq), PartitionKey: bytesOf(e.PartitionKey), ArrivalMs: e.ArrivalMs, Data: e.Data}
+		if err := wasmabi.CheckEvent(&ae); err != nil {
+			return nil, fmt.Errorf("host: shard %s event seq %s cannot be passed to a handler: %w", h.shard, e.Seq, err)
+		}
+		h.events = append(h.events, ae)
+	}
+	size := wasmabi.BatchSize(h.shard, h.events)
+	if size > 1<<31-1 {
+		return nil, fmt.Errorf("host: batch of %d bytes is too large for a wasm32 guest; use smaller batches", size)
+	}
+	first, last := events[0].Seq, events[len(events)-1].Seq
+
+	callCtx := context.WithValue(ctx, handlerKey{}, h)
+	if !h.mod.cfg.trusted {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithTimeout(callCtx, h.mod.cfg.deadline)
+		defer cancel()
+	}
+	if h.inst == nil {
+		if err := h.instantiate(ctx, callCtx, first, last); err != nil {
+			return nil, err
+		}
+	}
+	h.stderr.resetCapture()
+
+	h.stack[0] = uint64(size)
+	if err := h.alloc.CallWithStack(callCtx, h.stack); err != nil {
+		return nil, h.callFailed(ctx, err, wasmabi.ExportAlloc, first, last)
+	}
+	ptr := api.DecodeU32(h.stack[0])
+	if ptr == 0 {
+		return nil, h.poison(ctx, ErrTrap, first, last, fmt.Sprintf("%s(%d) returned 0 (out of memory%s)", wasmabi.ExportAlloc, size, h.memoryHint()))
+	}
+	view, ok := h.mem.Read(ptr, uint32(size))
+	if !ok {
+		return nil, h.poison(ctx, ErrBadOutput, first, last, fmt.Sprintf("%s(%d) returned %d, a buffer outside guest memory (%d bytes)", wasmabi.ExportAlloc, size, ptr, h.mem.Size()))
+	}
+	enc, err := wasmabi.AppendBatch(view[:0:size], h.shard, h.events)
+	if err != nil {
+		return nil, fmt.Errorf("host: encoding batch for shard %s: %w", h.shard, err)
+	}
+	if len(enc) != size || &enc[0] != &view[0] {
+		panic("host: BUG: batch encoding size differs from wasmabi.BatchSize")
+	}
+
+	h.call = callState{inHandle: true, reader: reader}
+	h.stack[0], h.stack[1] = uint64(ptr), uint64(size)
+	err = h.handle.CallWithStack(callCtx, h.stack)
+	failed, failMsg := h.call.failed, h.call.failMsg
+	h.call = callState{}
+	if err != nil {
+		return nil, h.callFailed(ctx, err, wasmabi.ExportHandle, first, last)
+	}
+	if failed {
+		return nil, &HandlerError{Module: h.mod.name, Shard: h.shard, FirstSeq: first, LastSeq: last, Kind: ErrHandlerFailed,
+			Message: failMsg + " (the guest called projhost.fail; the batch's output was discarded, the instance kept)"}
+	}
+	outPtr, outLen := uint32(h.stack[0]>>32), uint32(h.stack[0])
+	if outLen == 0 {
+		return nil, nil
+	}
+	out, ok := h.mem.Read(outPtr, outLen)
+	if !ok {
+		return nil, h.poison(ctx, ErrBadOutput, first, last, fmt.Sprintf("output range %d..%d is outside guest memory (%d bytes); the handler must return (ptr<<32 | len) of its output", outPtr, uint64(outPtr)+uint64(outLen), h.mem.Size()))
+	}
+	muts, err := decodeMutations(out)
+	if err != nil {
+		return nil, h.poison(ctx, ErrBadOutput, first, last, err.Error()+"; nothing was applied (guests should write output with a projhost SDK)")
+	}
+	return muts, nil
+}
+
+func (h *Handler) instantiate(ctx, callCtx context.Context, first, last string) error {
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions(). // _initialize is called below, under the deadline
+		WithStdout(h.stdout).
+		WithStderr(h.stderr)
+	h.stderr.resetCapture()
+	inst, err := h.mod.wrt.InstantiateModule(callCtx, h.mod.compiled, cfg)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("host: module %q shard %s: instantiating: %w", h.mod.name, h.shard, ctx.Err())
+		}
+		return h.callFailed(ctx, err, "instantiating (start section)", first, last)
+	}
+	h.instances++
+	h.inst = inst
+	h.mem = inst.ExportedMemory(wasmabi.ExportMemory)
+	h.alloc = inst.ExportedFunction(wasmabi.ExportAlloc)
+	h.handle = inst.ExportedFunction(wasmabi.ExportHandle)
+	if h.mem == nil || h.alloc == nil || h.handle == nil {
+		h.discard(ctx)
+		return fmt.Errorf("%w %q: instance lacks memory, %s or %s", ErrInvalidModule, h.mod.name, wasmabi.ExportAlloc, wasmabi.ExportHandle)
+	}
+	if h.mod.hasInit {
+		if err := inst.ExportedFunction(wasmabi.ExportInitialize).CallWithStack(callCtx, nil); err != nil {
+			return h.callFailed(ctx, err, wasmabi.ExportInitialize, first, last)
+		}
+	}
+	return nil
+}
+
+// callFailed classifies an error returned by a call into the guest and discards the instance.
+func (h *Handler) callFailed(ctx context.Context, err error, fn, first, last string) error {
+	var rp *readErrorPanic
+	if errors.As(err, &rp) {
+		h.discard(ctx)
+		return fmt.Errorf("host: module %q shard %s: %w (the guest was interrupted and its instance discarded; retry the batch)", h.mod.name, h.shard, rp.err)
+	}
+	var ee *sys.ExitError
+	if errors.As(err, &ee) {
+		code := ee.ExitCode()
+		if code == sys.ExitCodeDeadlineExceeded || code == sys.ExitCodeContextCanceled {
+			if cerr := ctx.Err(); cerr != nil {
+				h.discard(ctx)
+				return fmt.Errorf("host: module %q shard %s: %s interrupted: %w", h.mod.name, h.shard, fn, cerr)
+			}
+			return h.poison(ctx, ErrDeadline, first, last, fmt.Sprintf(
+				"%s did not return within the %v batch deadline (a runaway loop?); the instance was discarded; fix the handler, use smaller batches or raise the deadline",
+				fn, h.mod.cfg.deadline))
+		}
+		msg := fmt.Sprintf("%s: the guest called proc_exit(%d) (a Go guest exits with code 2 when it panics); the instance was discarded", fn, code)
+		if s := h.stderr.summary(4); s != "" {
+			msg += "; guest stderr: " + s
+		}
+		herr := h.poison(ctx, ErrExit, first, last, msg)
+		herr.(*HandlerError).ExitCode = code
+		return herr
+	}
+	var gt *guestTrap
+	if errors.As(err, &gt) {
+		return h.poison(ctx, ErrTrap, first, last, fmt.Sprintf("%s: %s; the instance was discarded", fn, gt.msg))
+	}
+	h.logger.Warn("guest trapped", "func", fn, "err", err.Error())
+	msg := fmt.Sprintf("%s: %s%s; the instance was discarded (the full wasm stack trace is in the log)", fn, trapSummary(err.Error()), h.memoryHint())
+	if s := h.stderr.summary(4); s != "" {
+		// A Go reactor that panics prints the panic and calls runtime.abort (unreachable).
+		if strings.Contains(err.Error(), "\t.runtime.abort(") && (strings.HasPrefix(s, "panic: ") || strings.HasPrefix(s, "fatal error: ")) {
+			msg = fmt.Sprintf("%s: the Go guest panicked: %s; the instance was discarded", fn, s)
+		} else {
+			msg += "; guest stderr: " + s
+		}
+	}
+	return h.poison(ctx, ErrTrap, first, last, msg)
+}
+
+// memoryHint says so when the guest's memory is near the cap (a likely cause of the failure).
+func (h *Handler) memoryHint() string {
+	if h.mem == nil {
+		return ""
+	}
+	limit := uint64(h.mod.rt.cfg.memPages)
+	pages := uint64(h.mem.Size()) / 65536
+	if pages*10 >= limit*9 { // within 10% of the cap: memory.grow probably failed
+		return fmt.Sprintf("; guest memory is at %d of at most %d pages (%d MiB): fix the handler's memory use or raise the memory limit", pages, limit, limit>>4)
+	}
+	return ""
+}
+
+func (h *Handler) poison(ctx context.Context, kind error, first, last, msg string) error {
+	herr := &HandlerError{Module: h.mod.name, Shard: h.shard, FirstSeq: first, LastSeq: last, Kind: kind, Message: msg, Poisoned: true}
+	h.discard(ctx)
+	return herr
+}
+
+// trapSummary turns wazero's error text ("wasm error: X\nwasm stack trace:\n\tframe\n...") into
+// one line: the cause and the innermost frame.
+func trapSummary(s string) string {
+	lines := strings.Split(s, "\n")
+	msg := strings.TrimSuffix(lines[0], " (recovered by wazero)")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "wasm stack trace:") && i+1 < len(lines) {
+			if f := strings.TrimSpace(lines[i+1]); f != "" {
+				msg += " in " + f
+			}
+			break
+		}
+	}
+	return msg
+}
+
+// decodeMutations validates a guest output (ABI.md §4) and copies it out: every string and
+// document of the result points into one new buffer, so the result stays valid after the guest
+// runs again. Errors wrap wasmabi.ErrMalformed.
+func decodeMutations(out []byte) ([]readmodel.Mutation, error) {
+	if len(out) == 0 {
+		return nil, nil
+	}
+	arena := bytes.Clone(out)
+	n := 0
+	if len(arena) >= 8 {
+		// A put or delete needs at least 1+2+1+2+1+4 bytes: bound the allocation by the size.
+		n = min(int(binary.LittleEndian.Uint32(arena[4:])), len(arena)/11)
+	}
+	muts := make([]readmodel.Mutation, 0, n)
+	err := wasmabi.DecodeOutput(arena, validJSONObject, func(m wasmabi.Mutation) error {
+		rm := readmodel.Mutation{
+			Collection: unsafe.String(unsafe.SliceData(m.Collection), len(m.Collection)),
+			Key:        unsafe.String(unsafe.SliceData(m.Key), len(m.Key)),
+		}
+		if m.Op == wasmabi.OpPut {
+			rm.Doc = m.Doc[:len(m.Doc):len(m.Doc)]
+		}
+		muts = append(muts, rm)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(muts) == 0 {
+		return nil, nil
+	}
+	return muts, nil
+}
+
+var errNotObject = errors.New("document is not a JSON object")
+
+func validJSONObject(doc []byte) error {
+	i := 0
+	for i < len(doc) && (doc[i] == ' ' || doc[i] == '\t' || doc[i] == '\n' || doc[i] == '\r') {
+		i++
+	}
+	if i == len(doc) || doc[i] != '{' || !json.Valid(doc) {
+		return errNotObject
+	}
+	return nil
+}

@@ -1,0 +1,222 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/projhost/projhost/source"
+)
+
+// testCacheDir is a wazero compilation cache shared by test runs, so the Go guest (~4 s to
+// compile cold) compiles once per machine.
+func testCacheDir() string { return filepath.Join(os.TempDir(), "projhost-test-wazero-cache") }
+
+// testMemPages is the memory cap of test runtimes: 256 pages = 16 MiB, enough for a Go guest.
+const testMemPages = 256
+
+var (
+	watOnce sync.Once
+	watMods map[string][]byte
+	watErr  error
+	watSkip bool
+)
+
+// buildWAT assembles testdata/wat/*.wat and every entry of hostileWAT with testdata/wat2wasm.js
+// (node + the wabt npm package), once per test binary.
+func buildWAT() {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		watErr, watSkip = fmt.Errorf("node not found in PATH: %w", err), true
+		return
+	}
+	dir, err := os.MkdirTemp("", "projhost-wat-")
+	if err != nil {
+		watErr = err
+		return
+	}
+	defer os.RemoveAll(dir)
+	files, _ := filepath.Glob("testdata/wat/*.wat")
+	for name, src := range hostileWAT {
+		p := filepath.Join(dir, name+".wat")
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			watErr = err
+			return
+		}
+		files = append(files, p)
+	}
+	out := filepath.Join(dir, "out")
+	cmd := exec.Command(node, append([]string{"testdata/wat2wasm.js", out}, files...)...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 3 {
+			watSkip = true // wabt missing
+		}
+		watErr = fmt.Errorf("wat2wasm.js: %v: %s", err, b)
+		return
+	}
+	watMods = make(map[string][]byte)
+	wasms, _ := filepath.Glob(filepath.Join(out, "*.wasm"))
+	for _, p := range wasms {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			watErr = err
+			return
+		}
+		watMods[strings.TrimSuffix(filepath.Base(p), ".wasm")] = b
+	}
+}
+
+// wat returns the assembled module name (a testdata/wat file without .wat, or a hostileWAT key).
+// Without node or wabt it fails when CI=true and skips otherwise.
+func wat(t testing.TB, name string) []byte {
+	t.Helper()
+	watOnce.Do(buildWAT)
+	if watErr != nil {
+		if watSkip && os.Getenv("CI") != "true" {
+			t.Skipf("skipping: cannot assemble WAT (%v); install node and run npm ci", watErr)
+		}
+		t.Fatalf("cannot assemble WAT test modules: %v", watErr)
+	}
+	b, ok := watMods[name]
+	if !ok {
+		t.Fatalf("no WAT module %q", name)
+	}
+	return b
+}
+
+var (
+	goGuestOnce sync.Once
+	goGuest     []byte
+	goGuestErr  error
+)
+
+// buildGoGuest builds testdata/gopanic for GOOS=wasip1 as a reactor.
+func buildGoGuest(t testing.TB) []byte {
+	t.Helper()
+	goGuestOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "projhost-gopanic-")
+		if err != nil {
+			goGuestErr = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		out := filepath.Join(dir, "gopanic.wasm")
+		cmd := exec.Command(goTool(), "build", "-buildmode=c-shared", "-o", out, "./testdata/gopanic")
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			goGuestErr = fmt.Errorf("building the Go guest: %v: %s", err, b)
+			return
+		}
+		goGuest, goGuestErr = os.ReadFile(out)
+	})
+	if goGuestErr != nil {
+		t.Fatal(goGuestErr)
+	}
+	return goGuest
+}
+
+func goTool() string {
+	if p := filepath.Join(os.Getenv("GOROOT"), "bin", "go"); os.Getenv("GOROOT") != "" {
+		return p
+	}
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return "/usr/local/go/bin/go"
+}
+
+// logRecorder is a slog.Handler keeping every record with its attributes flattened to strings.
+type logRecorder struct {
+	mu    *sync.Mutex
+	recs  *[]logRec
+	attrs []slog.Attr
+}
+
+type logRec struct {
+	Level slog.Level
+	Msg   string
+	Attrs map[string]string
+}
+
+func newLogRecorder() *logRecorder {
+	return &logRecorder{mu: new(sync.Mutex), recs: new([]logRec)}
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	rec := logRec{Level: r.Level, Msg: r.Message, Attrs: map[string]string{}}
+	for _, a := range l.attrs {
+		rec.Attrs[a.Key] = a.Value.String()
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.Attrs[a.Key] = a.Value.String()
+		return true
+	})
+	l.mu.Lock()
+	*l.recs = append(*l.recs, rec)
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *logRecorder) WithAttrs(as []slog.Attr) slog.Handler {
+	return &logRecorder{mu: l.mu, recs: l.recs, attrs: append(append([]slog.Attr{}, l.attrs...), as...)}
+}
+
+func (l *logRecorder) WithGroup(string) slog.Handler { return l }
+
+func (l *logRecorder) records() []logRec {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]logRec(nil), *l.recs...)
+}
+
+// find returns the records whose message contains substr.
+func (l *logRecorder) find(substr string) []logRec {
+	var out []logRec
+	for _, r := range l.records() {
+		if strings.Contains(r.Msg, substr) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func newTestRuntime(t testing.TB, opts ...RuntimeOption) (*Runtime, *logRecorder) {
+	t.Helper()
+	rec := newLogRecorder()
+	base := []RuntimeOption{WithCacheDir(testCacheDir()), WithMemoryLimitPages(testMemPages), WithLogger(slog.New(rec))}
+	rt, err := NewRuntime(context.Background(), append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	return rt, rec
+}
+
+func load(t testing.TB, rt *Runtime, name string, wasm []byte, opts ...ModuleOption) *Module {
+	t.Helper()
+	m, err := rt.Load(context.Background(), name, wasm, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	return m
+}
+
+// evs builds events of shard "s1" from (partition key, data) pairs with seqs 1, 2, ...
+func evs(shard string, firstSeq int, kv ...string) []source.Event {
+	var out []source.Event
+	for i := 0; i+1 < len(kv); i += 2 {
+		out = append(out, source.Event{ShardID: shard, Seq: fmt.Sprint(firstSeq + i/2), PartitionKey: kv[i], Data: []byte(kv[i+1])})
+	}
+	return out
+}

@@ -1,0 +1,197 @@
+package host
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/projhost/projhost/wasmabi"
+)
+
+// envModule is the module AssemblyScript imports abort from.
+const envModule = "env"
+
+// maxASStringBytes bounds how much of an AssemblyScript string abort decodes (UTF-16 bytes).
+const maxASStringBytes = 2 * wasmabi.MaxMessageLen
+
+// handlerKey is the context key under which a call into a guest carries its *Handler, so the
+// host functions (shared by every instance of a wazero runtime) find the call's state.
+type handlerKey struct{}
+
+// guestTrap is panicked by host functions to stop the guest; wazero returns it wrapped from the
+// call and the Handler reports it as ErrTrap.
+type guestTrap struct{ msg string }
+
+func (t *guestTrap) Error() string { return t.msg }
+
+func trap(format string, args ...any) { panic(&guestTrap{msg: fmt.Sprintf(format, args...)}) }
+
+// readErrorPanic stops the guest when the DocReader fails; the error is reported as is.
+type readErrorPanic struct{ err error }
+
+func (p *readErrorPanic) Error() string { return "read model read failed: " + p.err.Error() }
+func (p *readErrorPanic) Unwrap() error { return p.err }
+
+var (
+	i32 = api.ValueTypeI32
+)
+
+func instantiateHostModules(ctx context.Context, rt wazero.Runtime) error {
+	_, err := rt.NewHostModuleBuilder(wasmabi.ImportModule).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostLog), []api.ValueType{i32, i32, i32}, nil).
+		WithParameterNames("level", "ptr", "len").Export(wasmabi.ImportLog).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostFail), []api.ValueType{i32, i32}, nil).
+		WithParameterNames("ptr", "len").Export(wasmabi.ImportFail).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostRead), []api.ValueType{i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}).
+		WithParameterNames("coll_ptr", "coll_len", "key_ptr", "key_len", "buf_ptr", "buf_cap").Export(wasmabi.ImportRead).
+		Instantiate(ctx)
+	if err != nil {
+		return fmt.Errorf("host: instantiating the projhost host module: %w", err)
+	}
+	_, err = rt.NewHostModuleBuilder(envModule).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostAbort), []api.ValueType{i32, i32, i32, i32}, nil).
+		WithParameterNames("msg", "file", "line", "col").Export("abort").
+		Instantiate(ctx)
+	if err != nil {
+		return fmt.Errorf("host: instantiating the env host module: %w", err)
+	}
+	return nil
+}
+
+func handlerOf(ctx context.Context) *Handler {
+	h, _ := ctx.Value(handlerKey{}).(*Handler)
+	return h
+}
+
+// guestRange returns mem[ptr:ptr+n] or traps naming the import and the range.
+func guestRange(mod api.Module, fn, what string, ptr, n uint32) []byte {
+	b, ok := mod.Memory().Read(ptr, n)
+	if !ok {
+		trap("projhost.%s: %s range %d..%d is outside guest memory (%d bytes)", fn, what, ptr, uint64(ptr)+uint64(n), mod.Memory().Size())
+	}
+	return b
+}
+
+func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
+	level, ptr, n := api.DecodeI32(stack[0]), api.DecodeU32(stack[1]), api.DecodeU32(stack[2])
+	msg := guestRange(mod, wasmabi.ImportLog, "message", ptr, n)
+	if len(msg) > wasmabi.MaxMessageLen {
+		msg = msg[:wasmabi.MaxMessageLen]
+	}
+	lvl := slog.LevelInfo
+	switch {
+	case level <= wasmabi.LevelDebug:
+		lvl = slog.LevelDebug
+	case level == wasmabi.LevelWarn:
+		lvl = slog.LevelWarn
+	case level >= wasmabi.LevelError:
+		lvl = slog.LevelError
+	}
+	logger := slog.Default()
+	if h := handlerOf(ctx); h != nil {
+		logger = h.logger
+	}
+	if logger.Enabled(ctx, lvl) {
+		logger.Log(ctx, lvl, string(msg), "source", "guest")
+	}
+}
+
+func hostFail(ctx context.Context, mod api.Module, stack []uint64) {
+	ptr, n := api.DecodeU32(stack[0]), api.DecodeU32(stack[1])
+	msg := guestRange(mod, wasmabi.ImportFail, "message", ptr, n)
+	if len(msg) > wasmabi.MaxMessageLen {
+		msg = msg[:wasmabi.MaxMessageLen]
+	}
+	h := handlerOf(ctx)
+	if h == nil || !h.call.inHandle {
+		trap("projhost.fail called outside projhost_handle")
+	}
+	if !h.call.failed {
+		h.call.failed = true
+		h.call.failMsg = strings.ToValidUTF8(string(msg), "\uFFFD")
+	}
+}
+
+func hostRead(ctx context.Context, mod api.Module, stack []uint64) {
+	h := handlerOf(ctx)
+	if h == nil || !h.call.inHandle {
+		trap("projhost.read called outside projhost_handle")
+	}
+	coll := guestRange(mod, wasmabi.ImportRead, "collection", api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
+	key := guestRange(mod, wasmabi.ImportRead, "key", api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
+	bufPtr, bufCap := api.DecodeU32(stack[4]), api.DecodeU32(stack[5])
+	c := &h.call
+	// The n > buf_cap retry protocol reads the same document twice in a row: serve the second
+	// call from the last lookup. The comparisons below do not allocate.
+	if !c.lastValid || c.lastColl != string(coll) || c.lastKey != string(key) {
+		collS, keyS := string(coll), string(key)
+		doc, found, err := c.reader.ReadDoc(ctx, collS, keyS)
+		if err != nil {
+			panic(&readErrorPanic{err: fmt.Errorf("projhost.read %s/%s: %w", collS, keyS, err)})
+		}
+		c.lastColl, c.lastKey, c.lastDoc, c.lastFound, c.lastValid = collS, keyS, doc, found, true
+	}
+	if !c.lastFound {
+		stack[0] = api.EncodeI32(-1)
+		return
+	}
+	n := uint32(len(c.lastDoc))
+	if n <= bufCap {
+		buf := guestRange(mod, wasmabi.ImportRead, "buffer", bufPtr, n)
+		copy(buf, c.lastDoc)
+	}
+	stack[0] = api.EncodeU32(n)
+}
+
+func hostAbort(ctx context.Context, mod api.Module, stack []uint64) {
+	mem, _ := mod.Memory().Read(0, mod.Memory().Size())
+	msg, ok := decodeASString(mem, api.DecodeU32(stack[0]))
+	if !ok {
+		msg = "(message not decodable)"
+	}
+	file, ok := decodeASString(mem, api.DecodeU32(stack[1]))
+	if !ok {
+		file = "?"
+	}
+	trap("abort: %s at %s:%d:%d", msg, file, api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
+}
+
+// decodeASString decodes an AssemblyScript string at ptr in mem: UTF-16LE code units preceded by
+// the object header whose last u32 (at ptr-4) is the byte length. It returns false when ptr is 0,
+// the string is out of bounds, has an odd length, or is longer than maxASStringBytes (the
+// message is then cut and "..." appended, still returning true).
+func decodeASString(mem []byte, ptr uint32) (string, bool) {
+	if ptr < 4 || uint64(ptr) > uint64(len(mem)) {
+		return "", false
+	}
+	n := binary.LittleEndian.Uint32(mem[ptr-4:])
+	if n%2 != 0 || uint64(ptr)+uint64(n) > uint64(len(mem)) {
+		return "", false
+	}
+	cut := false
+	if n > maxASStringBytes {
+		n, cut = maxASStringBytes, true
+	}
+	units := make([]uint16, n/2)
+	for i := range units {
+		units[i] = binary.LittleEndian.Uint16(mem[ptr+uint32(2*i):])
+	}
+	var sb strings.Builder
+	for _, r := range utf16.Decode(units) {
+		if r == 0 || !utf8.ValidRune(r) {
+			r = utf8.RuneError
+		}
+		sb.WriteRune(r)
+	}
+	if cut {
+		sb.WriteString("...")
+	}
+	return sb.String(), true
+}
