@@ -1,0 +1,90 @@
+// Package testwasm gives tests the example WebAssembly modules: it builds them with the
+// repository's Makefile (build/wasm/<name>.wasm) on first use and returns their paths.
+//
+// Builds are serialised across parallel test binaries with an exclusive flock(2) on
+// build/.lock, so `go test ./...` running many packages at once builds each module once. Make
+// rebuilds a module only when its sources changed. Building needs go, make and, for the
+// AssemblyScript modules, node and npm (make runs `npm ci` once).
+package testwasm
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// Names of the example modules Path can build.
+const (
+	FlightDelaysGo = "flightdelays-go"
+	FlightDelaysAS = "flightdelays-as"
+	CountGo        = "count-go"
+	CountAS        = "count-as"
+)
+
+var (
+	rootOnce sync.Once
+	root     string
+	rootErr  string
+)
+
+// RepoRoot returns the absolute path of the repository root: the nearest directory at or above
+// the working directory holding go.mod. It fails tb when there is none.
+func RepoRoot(tb testing.TB) string {
+	tb.Helper()
+	rootOnce.Do(func() {
+		dir, err := os.Getwd()
+		if err != nil {
+			rootErr = err.Error()
+			return
+		}
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				root = dir
+				return
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				rootErr = "no go.mod at or above the working directory"
+				return
+			}
+			dir = parent
+		}
+	})
+	if root == "" {
+		tb.Fatalf("testwasm: cannot find the repository root: %s", rootErr)
+	}
+	return root
+}
+
+// Path runs `make -C <repo root> build/wasm/<name>.wasm` (a no-op when the module is up to
+// date) and returns the module's absolute path. name is e.g. FlightDelaysGo. It fails tb with
+// make's output when the build fails. Safe for concurrent use by tests and test binaries.
+func Path(tb testing.TB, name string) string {
+	tb.Helper()
+	r := RepoRoot(tb)
+	target := filepath.Join("build", "wasm", name+".wasm")
+	if err := os.MkdirAll(filepath.Join(r, "build"), 0o755); err != nil {
+		tb.Fatalf("testwasm: %v", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(r, "build", ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		tb.Fatalf("testwasm: open build lock: %v", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		tb.Fatalf("testwasm: lock build/.lock: %v", err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+
+	cmd := exec.Command("make", "--no-print-directory", "-C", r, target)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		tb.Fatalf("testwasm: make %s failed (%v); output:\n%s", target, err, out.Bytes())
+	}
+	return filepath.Join(r, target)
+}

@@ -1,0 +1,30 @@
+# Example WebAssembly handlers: build/wasm/{flightdelays,count}-{go,as}.wasm.
+# Included by the top-level Makefile (which defines GO and WASM_DIR and the deps target).
+# Each module is rebuilt only when its sources, the guest SDKs or the toolchain pins change, and
+# is written through a temporary file so a concurrent reader never sees half a module.
+
+EXAMPLES := flightdelays count
+WASM_MODULES := $(foreach e,$(EXAMPLES),$(WASM_DIR)/$(e)-go.wasm $(WASM_DIR)/$(e)-as.wasm)
+
+GUEST_GO_SRC := go.mod go.sum $(wildcard wasmabi/*.go) $(filter-out %_test.go,$(wildcard wasmabi/guest/*.go))
+GUEST_AS_SRC := $(wildcard wasmabi/as/*.ts) node_modules/.installed
+GO_WASM_FLAGS := -buildmode=c-shared -trimpath -ldflags='-s -w'
+ASC := node_modules/.bin/asc
+ASC_FLAGS := --runtime incremental -O3
+
+wasm: $(WASM_MODULES)
+	@ls -l $(WASM_MODULES)
+
+# $(1) = example name
+define example_rules
+$(WASM_DIR)/$(1)-go.wasm: $(GUEST_GO_SRC) $(filter-out %_test.go,$(wildcard plugins/examples/$(1)/*.go plugins/examples/$(1)/go/*.go))
+	@mkdir -p $$(@D)
+	GOOS=wasip1 GOARCH=wasm $(GO) build $(GO_WASM_FLAGS) -o $$@.tmp ./plugins/examples/$(1)/go
+	@mv $$@.tmp $$@
+
+$(WASM_DIR)/$(1)-as.wasm: $(GUEST_AS_SRC) $(wildcard plugins/examples/$(1)/as/*.ts)
+	@mkdir -p $$(@D)
+	$(ASC) plugins/examples/$(1)/as/index.ts -o $$@.tmp.wasm $(ASC_FLAGS)
+	@mv $$@.tmp.wasm $$@
+endef
+$(foreach e,$(EXAMPLES),$(eval $(call example_rules,$(e))))
