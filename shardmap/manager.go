@@ -571,12 +571,13 @@ func (m *Manager) Finish(ctx context.Context, shardID string) error {
 }
 
 // ReleaseAll releases every held lease (graceful shutdown, after Run returned and the runners
-// saved their cursors) and returns the errors joined. Leases that fail to release expire by
+// saved their cursors) and returns the store errors joined. Leases another worker took in the
+// meantime (ErrConflict) are skipped silently; leases that fail to release expire by
 // themselves after the lease duration.
 func (m *Manager) ReleaseAll(ctx context.Context) error {
 	var errs []error
 	for _, l := range m.Owned() {
-		if err := m.Release(ctx, l.ShardID); err != nil && !errors.Is(err, ErrNotOwned) {
+		if err := m.Release(ctx, l.ShardID); err != nil && !errors.Is(err, ErrNotOwned) && !errors.Is(err, ErrConflict) {
 			errs = append(errs, err)
 		}
 	}
