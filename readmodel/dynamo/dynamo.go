@@ -1,0 +1,467 @@
+// Package dynamo implements readmodel.Store on DynamoDB with an exactly-once effect for per-key
+// aggregates and without transactions (DESIGN §3), so it runs on dynalite as on AWS.
+//
+// # Items (read model table of internal/dynamotables, keys pk S / sk S)
+//
+//	document   pk = projection+"#"+collection   sk = document key
+//	           doc        M   the JSON document as native attributes (absent: tombstone)
+//	           "seq:"+S   S   per shard S that wrote the item: last applied sequence number,
+//	                          zero-padded (source.PadSeq) so that strings compare numerically
+//	           "epoch:"+S N   per shard S: the lease epoch of that write
+//	fence      pk = projection+"#"                sk = "fence#"+shard id
+//	           epoch N (highest epoch seen), hi S (highest padded seq an Apply began), seq S
+//	registry   pk = projection+"#"                sk = "collections"
+//	           cols SS        every collection the projection has written
+//
+// Collections are [A-Za-z0-9_.-]{1,255} (wasmabi), so projection+"#"+collection is never
+// projection+"#" and the split at the last '#' is unique. Any DynamoDB client reads a document
+// with GetItem(pk, sk) and its "doc" attribute. The document is one map attribute rather than
+// top-level attributes so that its fields can never collide with the markers, and so that a
+// delete can keep the markers (REMOVE doc) without reading the item first.
+//
+// # Apply
+//
+//  1. Fence: one UpdateItem raising the fence's epoch to w.Epoch and hi to w.Seq, conditional on
+//     the stored epoch <= w.Epoch (else readmodel.ErrFenced).
+//  2. Registry: ADD of collections this process has not registered yet (once per process).
+//  3. One UpdateItem per distinct key (the last mutation of a key wins), up to MaxInFlight at a
+//     time: SET doc (put) or REMOVE doc (delete, leaving a tombstone), SET seq:S and epoch:S,
+//     conditional on seq:S absent or < w.Seq and epoch:S absent or <= w.Epoch. A failed
+//     condition is read back: a newer epoch there is ErrFenced (a zombie that passed step 1
+//     before the new owner raised the fence), otherwise the key already holds this shard's
+//     effects up to w.Seq or later and is skipped.
+//
+// So a replayed Apply changes nothing it already changed, a partially applied Apply completes on
+// replay, and a zombie cannot overwrite a newer owner's work. Writes per Apply: 1 + distinct
+// keys (+1 the first time a process sees a collection).
+//
+// # Limit of the exactly-once effect
+//
+// It holds for handlers whose write to an item depends only on that item's state and the events
+// (per-key aggregates). It also needs a replay to end at the same sequence number as the
+// original Apply for every key that Apply touched: an item whose marker says "applied up to 25"
+// must not be rewritten by a replayed batch 21..30 computed from the item's current state (it
+// would count 21..25 twice). HighWater returns the highest sequence number any Apply of a shard
+// began with, so a runner resuming below it can end its first replayed batch exactly there.
+// Tombstones are kept forever (no TTL: dynalite lacks UpdateTimeToLive).
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/projhost/projhost/internal/dynamotables"
+	"github.com/projhost/projhost/readmodel"
+	"github.com/projhost/projhost/source"
+)
+
+// Attribute names and fixed sort keys; see the package documentation.
+const (
+	AttrDoc        = "doc"
+	SeqAttrPrefix  = "seq:"
+	EpochAttrPref  = "epoch:"
+	attrFenceEpoch = "epoch"
+	attrFenceHi    = "hi"
+	attrFenceSeq   = "seq"
+	attrCols       = "cols"
+	fenceSKPrefix  = "fence#"
+	registrySK     = "collections"
+)
+
+// DefaultMaxInFlight is the default bound on concurrent item writes of one Apply.
+const DefaultMaxInFlight = 16
+
+// Option configures New.
+type Option func(*options)
+
+type options struct{ maxInFlight int }
+
+// WithMaxInFlight bounds the concurrent item writes of one Apply (default DefaultMaxInFlight;
+// values < 1 mean 1).
+func WithMaxInFlight(n int) Option {
+	return func(o *options) { o.maxInFlight = max(n, 1) }
+}
+
+// Store is a readmodel.Store on DynamoDB. It is safe for concurrent use; Applies of different
+// shards run concurrently, Applies of one shard are expected one at a time (one owner).
+type Store struct {
+	api         dynamotables.ItemAPI
+	table       string
+	maxInFlight int
+	registered  sync.Map // projection+"#"+collection -> struct{}: already in the registry
+}
+
+var _ readmodel.Store = (*Store)(nil)
+
+// New returns a Store on the read model table of prefix (see dynamotables.NamesFor); the table
+// must exist (dynamotables.CreateTables). Errors: dynamotables.ErrBadPrefix.
+func New(api dynamotables.ItemAPI, prefix string, opts ...Option) (*Store, error) {
+	n, err := dynamotables.NamesFor(prefix)
+	if err != nil {
+		return nil, err
+	}
+	o := options{maxInFlight: DefaultMaxInFlight}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	return &Store{api: api, table: n.ReadModel, maxInFlight: o.maxInFlight}, nil
+}
+
+// DocPK returns the partition key value of the documents of a collection.
+func DocPK(projection, collection string) string { return projection + "#" + collection }
+
+func metaPK(projection string) string { return projection + "#" }
+
+func key(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		dynamotables.ReadModelPK: &types.AttributeValueMemberS{Value: pk},
+		dynamotables.ReadModelSK: &types.AttributeValueMemberS{Value: sk},
+	}
+}
+
+func num(n int64) *types.AttributeValueMemberN {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func str(s string) *types.AttributeValueMemberS { return &types.AttributeValueMemberS{Value: s} }
+
+// Get returns the document at collection/key (strongly consistent read) in canonical JSON (see
+// AttributeValueToDoc: keys sorted, numbers normalised), or found=false when it is missing or
+// deleted.
+func (s *Store) Get(ctx context.Context, projection, collection, k string) ([]byte, bool, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      key(DocPK(projection, collection), k),
+		ConsistentRead:           aws.Bool(true),
+		ProjectionExpression:     aws.String("#d"),
+		ExpressionAttributeNames: map[string]string{"#d": AttrDoc},
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("readmodel/dynamo: get %s/%s of %q: %w", collection, k, projection, err)
+	}
+	av, ok := out.Item[AttrDoc]
+	if !ok {
+		return nil, false, nil
+	}
+	doc, err := AttributeValueToDoc(av)
+	if err != nil {
+		return nil, false, fmt.Errorf("readmodel/dynamo: get %s/%s of %q: %w", collection, k, projection, err)
+	}
+	return doc, true, nil
+}
+
+// Scan returns the documents of a collection ordered by key bytes; collection "" returns every
+// collection of the projection (from the registry item) ordered by collection, then key.
+// Tombstones are skipped. Reads are strongly consistent and paged (1 MB per Query page).
+func (s *Store) Scan(ctx context.Context, projection, collection string) ([]readmodel.Doc, error) {
+	colls := []string{collection}
+	if collection == "" {
+		var err error
+		if colls, err = s.collections(ctx, projection); err != nil {
+			return nil, err
+		}
+	}
+	var docs []readmodel.Doc
+	for _, c := range colls {
+		p := dynamodb.NewQueryPaginator(s.api, &dynamodb.QueryInput{
+			TableName:                 aws.String(s.table),
+			KeyConditionExpression:    aws.String("#pk = :pk"),
+			FilterExpression:          aws.String("attribute_exists(#d)"),
+			ProjectionExpression:      aws.String("#sk, #d"),
+			ExpressionAttributeNames:  map[string]string{"#pk": dynamotables.ReadModelPK, "#sk": dynamotables.ReadModelSK, "#d": AttrDoc},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(DocPK(projection, c))},
+			ConsistentRead:            aws.Bool(true),
+		})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("readmodel/dynamo: scan %q of %q: %w", c, projection, err)
+			}
+			for _, it := range page.Items {
+				sk, _ := it[dynamotables.ReadModelSK].(*types.AttributeValueMemberS)
+				av, ok := it[AttrDoc]
+				if sk == nil || !ok {
+					continue
+				}
+				doc, err := AttributeValueToDoc(av)
+				if err != nil {
+					return nil, fmt.Errorf("readmodel/dynamo: scan %q of %q: key %q: %w", c, projection, sk.Value, err)
+				}
+				docs = append(docs, readmodel.Doc{Collection: c, Key: sk.Value, Doc: doc})
+			}
+		}
+	}
+	return docs, nil
+}
+
+func (s *Store) collections(ctx context.Context, projection string) ([]string, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            key(metaPK(projection), registrySK),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("readmodel/dynamo: read collections of %q: %w", projection, err)
+	}
+	ss, _ := out.Item[attrCols].(*types.AttributeValueMemberSS)
+	if ss == nil {
+		return nil, nil
+	}
+	cols := slices.Clone(ss.Value)
+	slices.Sort(cols)
+	return cols, nil
+}
+
+// HighWater returns the highest sequence number (as given to Apply, unpadded) that an Apply of
+// (projection, shardID) began with, and the highest epoch seen; "" and 0 when none. Items of the
+// shard carry effects up to at most this sequence number.
+func (s *Store) HighWater(ctx context.Context, projection, shardID string) (seq string, epoch int64, err error) {
+	f, err := s.readFence(ctx, projection, shardID)
+	return f.seq, f.epoch, err
+}
+
+type fence struct {
+	epoch   int64
+	hi, seq string
+}
+
+func (s *Store) readFence(ctx context.Context, projection, shardID string) (fence, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            key(metaPK(projection), fenceSKPrefix+shardID),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return fence{}, fmt.Errorf("readmodel/dynamo: read fence of %q/%q: %w", projection, shardID, err)
+	}
+	var f fence
+	if v, ok := out.Item[attrFenceEpoch].(*types.AttributeValueMemberN); ok {
+		if f.epoch, err = strconv.ParseInt(v.Value, 10, 64); err != nil {
+			return fence{}, fmt.Errorf("readmodel/dynamo: fence of %q/%q: epoch %q: %w", projection, shardID, v.Value, err)
+		}
+	}
+	if v, ok := out.Item[attrFenceHi].(*types.AttributeValueMemberS); ok {
+		f.hi = v.Value
+	}
+	if v, ok := out.Item[attrFenceSeq].(*types.AttributeValueMemberS); ok {
+		f.seq = v.Value
+	}
+	return f, nil
+}
+
+// pending is one item write of an Apply.
+type pending struct {
+	collection, key string
+	doc             *types.AttributeValueMemberM // nil: delete
+}
+
+// Apply applies w (see the package documentation for the protocol). Errors:
+// readmodel.ErrFenced (the shard has a newer epoch); ErrBadDocument for a document DynamoDB
+// cannot hold (nothing is written then); DynamoDB errors after the SDK's retries (some items
+// may be written: replaying w completes it).
+func (s *Store) Apply(ctx context.Context, w readmodel.Write) error {
+	writes, err := coalesce(w.Mutations)
+	if err != nil {
+		return fmt.Errorf("readmodel/dynamo: apply %q/%q at %s: %w", w.Projection, w.ShardID, w.Seq, err)
+	}
+	padded := source.PadSeq(w.Seq)
+	if err := s.raiseFence(ctx, w, padded); err != nil {
+		return err
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	if err := s.register(ctx, w.Projection, writes); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		sem      = make(chan struct{}, s.maxInFlight)
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		// ErrFenced wins over other errors: the caller must stop the shard.
+		if firstErr == nil || (errors.Is(err, readmodel.ErrFenced) && !errors.Is(firstErr, readmodel.ErrFenced)) {
+			firstErr = err
+		}
+		cancel(err)
+	}
+loop:
+	for i := range writes {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			break loop
+		}
+		wg.Add(1)
+		go func(p *pending) {
+			defer func() { <-sem; wg.Done() }()
+			if err := s.writeItem(ctx, w, padded, p); err != nil {
+				fail(err)
+			}
+		}(&writes[i])
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	if err := context.Cause(ctx); err != nil {
+		return fmt.Errorf("readmodel/dynamo: apply %q/%q at %s: %w", w.Projection, w.ShardID, w.Seq, err)
+	}
+	return nil
+}
+
+// coalesce keeps the last mutation of every collection/key, in first-appearance order, and
+// converts documents up front so that a bad document fails the Apply before any write.
+func coalesce(ms []readmodel.Mutation) ([]pending, error) {
+	idx := make(map[[2]string]int, len(ms))
+	out := make([]pending, 0, len(ms))
+	for _, m := range ms {
+		var doc *types.AttributeValueMemberM
+		if m.Doc != nil {
+			var err error
+			if doc, err = DocToAttributeValue(m.Doc); err != nil {
+				return nil, fmt.Errorf("%s/%s: %w", m.Collection, m.Key, err)
+			}
+		}
+		k := [2]string{m.Collection, m.Key}
+		if i, ok := idx[k]; ok {
+			out[i].doc = doc
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, pending{collection: m.Collection, key: m.Key, doc: doc})
+	}
+	return out, nil
+}
+
+func (s *Store) raiseFence(ctx context.Context, w readmodel.Write, padded string) error {
+	fkey := key(metaPK(w.Projection), fenceSKPrefix+w.ShardID)
+	names := map[string]string{"#e": attrFenceEpoch, "#h": attrFenceHi, "#s": attrFenceSeq}
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       fkey,
+		UpdateExpression:          aws.String("SET #e = :e, #h = :h, #s = :s"),
+		ConditionExpression:       aws.String("(attribute_not_exists(#e) OR #e <= :e) AND (attribute_not_exists(#h) OR #h <= :h)"),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(w.Epoch), ":h": str(padded), ":s": str(w.Seq)},
+	})
+	if err == nil {
+		return nil
+	}
+	if !dynamotables.IsConditionalCheckFailed(err) {
+		return fmt.Errorf("readmodel/dynamo: fence %q/%q: %w", w.Projection, w.ShardID, err)
+	}
+	// Either a newer epoch (fenced) or a replay below the high-water mark (keep hi, but still
+	// raise the epoch so that older owners are fenced from now on).
+	f, err := s.readFence(ctx, w.Projection, w.ShardID)
+	if err != nil {
+		return err
+	}
+	if f.epoch > w.Epoch {
+		return fmt.Errorf("%w: %q/%q has epoch %d, write by epoch %d refused", readmodel.ErrFenced, w.Projection, w.ShardID, f.epoch, w.Epoch)
+	}
+	if f.epoch == w.Epoch {
+		return nil
+	}
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       fkey,
+		UpdateExpression:          aws.String("SET #e = :e"),
+		ConditionExpression:       aws.String("attribute_not_exists(#e) OR #e <= :e"),
+		ExpressionAttributeNames:  map[string]string{"#e": attrFenceEpoch},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(w.Epoch)},
+	})
+	if dynamotables.IsConditionalCheckFailed(err) {
+		return fmt.Errorf("%w: %q/%q has an epoch above %d", readmodel.ErrFenced, w.Projection, w.ShardID, w.Epoch)
+	}
+	if err != nil {
+		return fmt.Errorf("readmodel/dynamo: fence %q/%q: %w", w.Projection, w.ShardID, err)
+	}
+	return nil
+}
+
+// register adds the collections of writes to the projection's registry item, once per process.
+func (s *Store) register(ctx context.Context, projection string, writes []pending) error {
+	var add []string
+	for _, p := range writes {
+		if _, ok := s.registered.Load(DocPK(projection, p.collection)); !ok && !slices.Contains(add, p.collection) {
+			add = append(add, p.collection)
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       key(metaPK(projection), registrySK),
+		UpdateExpression:          aws.String("ADD #c :c"),
+		ExpressionAttributeNames:  map[string]string{"#c": attrCols},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":c": &types.AttributeValueMemberSS{Value: add}},
+	})
+	if err != nil {
+		return fmt.Errorf("readmodel/dynamo: register collections %v of %q: %w", add, projection, err)
+	}
+	for _, c := range add {
+		s.registered.Store(DocPK(projection, c), struct{}{})
+	}
+	return nil
+}
+
+func (s *Store) writeItem(ctx context.Context, w readmodel.Write, padded string, p *pending) error {
+	names := map[string]string{"#m": SeqAttrPrefix + w.ShardID, "#e": EpochAttrPref + w.ShardID, "#d": AttrDoc}
+	values := map[string]types.AttributeValue{":m": str(padded), ":e": num(w.Epoch)}
+	update := "SET #m = :m, #e = :e REMOVE #d"
+	if p.doc != nil {
+		update = "SET #m = :m, #e = :e, #d = :d"
+		values[":d"] = p.doc
+	}
+	k := key(DocPK(w.Projection, p.collection), p.key)
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       k,
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String("(attribute_not_exists(#m) OR #m < :m) AND (attribute_not_exists(#e) OR #e <= :e)"),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	})
+	if err == nil {
+		return nil
+	}
+	if !dynamotables.IsConditionalCheckFailed(err) {
+		return fmt.Errorf("readmodel/dynamo: write %s/%s of %q/%q at %s: %w", p.collection, p.key, w.Projection, w.ShardID, w.Seq, err)
+	}
+	// Skip (already applied) unless a newer epoch of this shard wrote the item: the epoch
+	// attribute only grows, so what we read now decides.
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      k,
+		ConsistentRead:           aws.Bool(true),
+		ProjectionExpression:     aws.String("#e"),
+		ExpressionAttributeNames: map[string]string{"#e": EpochAttrPref + w.ShardID},
+	})
+	if err != nil {
+		return fmt.Errorf("readmodel/dynamo: read back %s/%s of %q after a failed condition: %w", p.collection, p.key, w.Projection, err)
+	}
+	if v, ok := out.Item[EpochAttrPref+w.ShardID].(*types.AttributeValueMemberN); ok {
+		if e, err := strconv.ParseInt(v.Value, 10, 64); err == nil && e > w.Epoch {
+			return fmt.Errorf("%w: %s/%s of %q was written by epoch %d of %q, write by epoch %d refused",
+				readmodel.ErrFenced, p.collection, p.key, w.Projection, e, w.ShardID, w.Epoch)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,274 @@
+package dynamo_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/projhost/projhost/internal/dynamotables"
+	"github.com/projhost/projhost/internal/dynamotest"
+	"github.com/projhost/projhost/readmodel"
+	"github.com/projhost/projhost/readmodel/dynamo"
+	"github.com/projhost/projhost/readmodel/readmodeltest"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+// counting wraps the client: it counts requests by kind and can fail UpdateItems after a budget.
+type counting struct {
+	dynamotables.ItemAPI
+	gets, updates, queries atomic.Int64
+	updateBudget           atomic.Int64 // < 0: unlimited
+}
+
+var errInjected = errors.New("injected failure")
+
+func (c *counting) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.gets.Add(1)
+	return c.ItemAPI.GetItem(ctx, in, o...)
+}
+
+func (c *counting) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if c.updateBudget.Load() >= 0 && c.updateBudget.Add(-1) < 0 {
+		return nil, errInjected
+	}
+	c.updates.Add(1)
+	return c.ItemAPI.UpdateItem(ctx, in, o...)
+}
+
+func (c *counting) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	c.queries.Add(1)
+	return c.ItemAPI.Query(ctx, in, o...)
+}
+
+func (c *counting) reset() (gets, updates int64) {
+	return c.gets.Swap(0), c.updates.Swap(0)
+}
+
+type env struct {
+	s      *dynamo.Store
+	c      *counting
+	client *dynamodb.Client
+	table  string
+}
+
+func newEnv(t testing.TB, opts ...dynamo.Option) *env {
+	t.Helper()
+	client, prefix := dynamotest.Tables(t)
+	c := &counting{ItemAPI: client}
+	c.updateBudget.Store(-1)
+	s, err := dynamo.New(c, prefix, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _ := dynamotables.NamesFor(prefix)
+	return &env{s: s, c: c, client: client, table: names.ReadModel}
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func put(coll, key, doc string) readmodel.Mutation {
+	return readmodel.Mutation{Collection: coll, Key: key, Doc: []byte(doc)}
+}
+
+func (e *env) apply(t testing.TB, shard string, epoch int64, seq string, ms ...readmodel.Mutation) {
+	t.Helper()
+	if err := e.s.Apply(ctxT(t), readmodel.Write{Projection: "p", ShardID: shard, Epoch: epoch, Seq: seq, Mutations: ms}); err != nil {
+		t.Fatalf("Apply(%s epoch %d seq %s): %v", shard, epoch, seq, err)
+	}
+}
+
+func (e *env) expect(t testing.TB, coll, key, want string) {
+	t.Helper()
+	doc, found, err := e.s.Get(ctxT(t), "p", coll, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(doc); (want == "") == found || got != want {
+		t.Fatalf("Get(%s/%s) = %q found=%v, want %q", coll, key, got, found, want)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	e := newEnv(t)
+	readmodeltest.Run(t, func(t *testing.T) readmodel.Store { return e.s })
+}
+
+// TestItemLayout: documents are native attributes any client can read by key; deletes leave a
+// tombstone that keeps the markers.
+func TestItemLayout(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	e.apply(t, "shardId-1", 3, "42", put("airports", "DTW", `{"origin":"DTW","count":2,"delay":{"max":66.5}}`))
+	get := func() map[string]types.AttributeValue {
+		out, err := e.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.table), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{
+				"pk": &types.AttributeValueMemberS{Value: "p#airports"},
+				"sk": &types.AttributeValueMemberS{Value: "DTW"},
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Item
+	}
+	it := get()
+	doc, ok := it["doc"].(*types.AttributeValueMemberM)
+	if !ok {
+		t.Fatalf("item has no doc map: %#v", it)
+	}
+	if n, ok := doc.Value["count"].(*types.AttributeValueMemberN); !ok || n.Value != "2" {
+		t.Errorf("doc.count = %#v, want N 2", doc.Value["count"])
+	}
+	if m, ok := it["seq:shardId-1"].(*types.AttributeValueMemberS); !ok || m.Value != strings.Repeat("0", 38)+"42" {
+		t.Errorf("seq marker = %#v, want 40-digit zero-padded 42", it["seq:shardId-1"])
+	}
+	if m, ok := it["epoch:shardId-1"].(*types.AttributeValueMemberN); !ok || m.Value != "3" {
+		t.Errorf("epoch marker = %#v, want N 3", it["epoch:shardId-1"])
+	}
+	e.apply(t, "shardId-1", 3, "43", readmodel.Mutation{Collection: "airports", Key: "DTW"})
+	it = get()
+	if _, ok := it["doc"]; ok {
+		t.Errorf("tombstone still has a doc: %#v", it["doc"])
+	}
+	if m, ok := it["seq:shardId-1"].(*types.AttributeValueMemberS); !ok || !strings.HasSuffix(m.Value, "43") {
+		t.Errorf("tombstone seq marker = %#v, want ...43", it["seq:shardId-1"])
+	}
+	e.expect(t, "airports", "DTW", "")
+}
+
+// TestNumbersThroughDynamoDB: numbers and strings survive the server exactly (canonical form).
+func TestNumbersThroughDynamoDB(t *testing.T) {
+	e := newEnv(t)
+	tests := []struct{ in, want string }{
+		{`{"a":1.50e2,"b":-0.0,"c":0.001,"d":1e-7,"e":123456789.123456789}`, `{"a":150,"b":0,"c":0.001,"d":0.0000001,"e":123456789.123456789}`},
+		{`{"big":12345678901234567890123456789012345678,"max":9.9999999999999999999999999999999999999e125}`,
+			`{"big":12345678901234567890123456789012345678,"max":99999999999999999999999999999999999999` + strings.Repeat("0", 88) + `}`},
+		{`{"tiny":1e-130,"neg":-42}`, `{"neg":-42,"tiny":0.` + strings.Repeat("0", 129) + `1}`},
+		{`{"s":"","u":"\u00e9\u2028\ud83d\ude00","l":[[],{}],"z":null,"t":false}`, `{"l":[[],{}],"s":"","t":false,"u":"é` + "\u2028" + `😀","z":null}`},
+	}
+	for i, tt := range tests {
+		key := fmt.Sprint(i)
+		e.apply(t, "s", 1, fmt.Sprint(i+1), put("n", key, tt.in))
+		e.expect(t, "n", key, tt.want)
+	}
+}
+
+func TestBadDocumentWritesNothing(t *testing.T) {
+	e := newEnv(t)
+	err := e.s.Apply(ctxT(t), readmodel.Write{Projection: "p", ShardID: "s", Epoch: 1, Seq: "1",
+		Mutations: []readmodel.Mutation{put("c", "ok", `{"v":1}`), put("c", "bad", `{"v":1e400}`)}})
+	if !errors.Is(err, dynamo.ErrBadDocument) {
+		t.Fatalf("Apply with a bad document: err = %v, want ErrBadDocument", err)
+	}
+	if _, u := e.c.reset(); u != 0 {
+		t.Fatalf("%d UpdateItems issued for a refused Apply, want 0", u)
+	}
+	e.expect(t, "c", "ok", "")
+}
+
+// TestZombieFencedAtItem: a zombie that got past the fence before the new owner raised it is
+// still refused at every item the new owner wrote.
+func TestZombieFencedAtItem(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	e.apply(t, "s", 1, "10", put("c", "k", `{"owner":1}`))
+	e.apply(t, "s", 2, "11", put("c", "k", `{"owner":2}`))
+	// Simulate the race: the zombie's fence check happened before epoch 2 raised the fence.
+	if _, err := e.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(e.table),
+		Key: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "p#"},
+			"sk": &types.AttributeValueMemberS{Value: "fence#s"},
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	err := e.s.Apply(ctx, readmodel.Write{Projection: "p", ShardID: "s", Epoch: 1, Seq: "50",
+		Mutations: []readmodel.Mutation{put("c", "k", `{"owner":"zombie"}`), put("c", "fresh", `{"owner":"zombie"}`)}})
+	if !errors.Is(err, readmodel.ErrFenced) {
+		t.Fatalf("zombie Apply: err = %v, want ErrFenced", err)
+	}
+	e.expect(t, "c", "k", `{"owner":2}`)
+}
+
+// TestPartialApplyCompletesOnReplay: an Apply that fails half way is completed by replaying it;
+// keys written by the first attempt are skipped, not rewritten.
+func TestPartialApplyCompletesOnReplay(t *testing.T) {
+	e := newEnv(t, dynamo.WithMaxInFlight(1)) // sequential, so the failure point is known
+	var ms []readmodel.Mutation
+	for i := range 10 {
+		ms = append(ms, put("c", fmt.Sprintf("k%d", i), fmt.Sprintf(`{"i":%d}`, i)))
+	}
+	w := readmodel.Write{Projection: "p", ShardID: "s", Epoch: 1, Seq: "7", Mutations: ms}
+	e.c.updateBudget.Store(1 + 1 + 4) // fence, registry, 4 items
+	if err := e.s.Apply(ctxT(t), w); !errors.Is(err, errInjected) {
+		t.Fatalf("Apply with injected failure: err = %v, want errInjected", err)
+	}
+	e.expect(t, "c", "k3", `{"i":3}`)
+	e.expect(t, "c", "k4", "")
+	seq, epoch, err := e.s.HighWater(ctxT(t), "p", "s")
+	if err != nil || seq != "7" || epoch != 1 {
+		t.Fatalf("HighWater = %q, %d, %v; want 7, 1", seq, epoch, err)
+	}
+	e.c.updateBudget.Store(-1)
+	e.c.reset()
+	// The replay is computed from the current state, so it differs for the applied keys: they
+	// must keep the first attempt's documents.
+	for i := range ms {
+		ms[i].Doc = []byte(fmt.Sprintf(`{"i":%d,"replayed":true}`, i))
+	}
+	if err := e.s.Apply(ctxT(t), w); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		want := fmt.Sprintf(`{"i":%d}`, i)
+		if i >= 4 {
+			want = fmt.Sprintf(`{"i":%d,"replayed":true}`, i)
+		}
+		e.expect(t, "c", fmt.Sprintf("k%d", i), want)
+	}
+}
+
+// TestRequestsPerApply pins the number of DynamoDB requests of an Apply (the cost model in the
+// package documentation).
+func TestRequestsPerApply(t *testing.T) {
+	e := newEnv(t)
+	const n = 40
+	mk := func(seq int) []readmodel.Mutation {
+		var ms []readmodel.Mutation
+		for i := range n {
+			ms = append(ms, put(fmt.Sprint("c", i%2), fmt.Sprint("k", i), fmt.Sprintf(`{"seq":%d}`, seq)))
+		}
+		ms = append(ms, put("c0", "k0", `{"again":true}`)) // same key twice: one write
+		return ms
+	}
+	tests := []struct {
+		name          string
+		seq           int
+		gets, updates int64
+	}{
+		{"first (registers 2 collections)", 1, 0, 1 + 1 + n},
+		{"steady state", 2, 0, 1 + n},
+		{"replay: every item skipped and read back", 2, n, 1 + n},
+		{"older replay: fence read back too", 1, 1 + n, 1 + n},
+	}
+	for _, tt := range tests {
+		e.c.reset()
+		e.apply(t, "s", 1, fmt.Sprint(tt.seq), mk(tt.seq)...)
+		if g, u := e.c.reset(); g != tt.gets || u != tt.updates {
+			t.Errorf("%s: %d GetItem + %d UpdateItem, want %d + %d", tt.name, g, u, tt.gets, tt.updates)
+		}
+	}
+	e.expect(t, "c0", "k0", `{"again":true}`)
+	e.expect(t, "c1", "k1", `{"seq":2}`)
+}
