@@ -1,0 +1,569 @@
+// Package journal is projhost's local event stream: a durable, sharded, append-only log in one
+// SQLite file (DIR/journal.db, pure-Go driver modernc.org/sqlite), separate from the store of
+// leases, cursors and read models so that appends never contend with read-model commits.
+//
+// It behaves like a Kinesis stream that never reshards (DESIGN §5):
+//
+//   - A journal has a fixed number of shards, chosen by Create, with ids "shardId-000000000000",
+//     "shardId-000000000001", ... (Kinesis' format: 12 decimal digits).
+//   - Append puts each event on the shard whose hash key range holds the MD5 of its partition key
+//     (Kinesis' rule, see ShardFor), so a key lands on the same shard number in both sources.
+//   - Within a shard, sequence numbers are 1, 2, 3, ... (decimal strings); ArrivalMs is the append
+//     time in ms since the Unix epoch.
+//   - *Journal implements source.Source; readers poll the file while they wait for new events.
+//
+// Several processes may append and read the same journal at once. Each transaction is atomic
+// and durable against a process crash (WAL mode, synchronous=NORMAL; a power loss may drop the
+// last transactions, never tear one).
+//
+// # Tables
+//
+//	meta(key TEXT PRIMARY KEY, value TEXT)       -- key "shards": the shard count
+//	heads(shard INTEGER PRIMARY KEY, seq INTEGER) -- last sequence number of each shard (0 = empty)
+//	events(shard INTEGER, seq INTEGER, partition_key TEXT, arrival_ms INTEGER, data BLOB)
+//	    PRIMARY KEY (shard, seq), WITHOUT ROWID; shard is the index i of shardId-i.
+//
+// For a look at the data: sqlite3 -readonly DIR/journal.db "SELECT shard, seq, partition_key,
+// CAST(data AS TEXT) FROM events ORDER BY shard, seq LIMIT 20".
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"modernc.org/sqlite"
+
+	"github.com/projhost/projhost/source"
+)
+
+// FileName is the journal's file name inside its directory.
+const FileName = "journal.db"
+
+// Limits. Sources: Amazon Kinesis Data Streams quotas (partition keys of 1 to 256 Unicode
+// characters, records of at most 1 MiB); MaxShards is projhost's own bound.
+const (
+	MaxShards          = 10000
+	MaxPartitionKeyLen = 256     // Unicode characters
+	MaxDataLen         = 1 << 20 // bytes
+	// TxEvents is how many events one append transaction holds at most.
+	TxEvents = 1000
+	// DefaultReadMax is the batch size Read uses when asked for max <= 0; MaxRead bounds max
+	// (Kinesis GetRecords' limit).
+	DefaultReadMax = 1000
+	MaxRead        = 10000
+)
+
+// Defaults of the options.
+const (
+	DefaultPollInterval = 20 * time.Millisecond
+	DefaultBusyTimeout  = 5 * time.Second
+)
+
+var (
+	// ErrShardCount is returned by Create when the journal exists with another shard count.
+	ErrShardCount = errors.New("journal: the journal exists with a different shard count (use the existing count, or a new directory)")
+	// ErrInvalid is returned for an event or sequence number the journal cannot take.
+	ErrInvalid = errors.New("journal: invalid input")
+	// ErrBeyondHead is returned by Open when the position to read after is beyond the shard's
+	// last event: the cursor belongs to another journal (the directory was recreated?) or the
+	// journal lost its last transactions in a power failure. Reset the cursor deliberately.
+	ErrBeyondHead = errors.New("journal: position is beyond the shard's last event")
+	// ErrBusy is returned when another process held the write lock longer than the busy timeout.
+	ErrBusy = errors.New("journal: journal is locked by another process (raise the busy timeout with WithBusyTimeout)")
+)
+
+// AppendEvent is one event to append.
+type AppendEvent struct {
+	PartitionKey string // 1 to 256 Unicode characters; decides the shard
+	Data         []byte // at most 1 MiB
+}
+
+// Position is where Append put an event.
+type Position struct {
+	ShardID string
+	Seq     string
+}
+
+// Option configures Create and Open. Options are immutable values.
+type Option func(*options)
+
+type options struct {
+	poll, busy time.Duration
+}
+
+// WithPollInterval sets how often a waiting Read looks for new events (default 20 ms; at least
+// 1 ms).
+func WithPollInterval(d time.Duration) Option {
+	return func(o *options) { o.poll = max(d, time.Millisecond) }
+}
+
+// WithBusyTimeout sets how long a write waits for another process's write lock before failing
+// with ErrBusy (default 5 s; at least 1 ms).
+func WithBusyTimeout(d time.Duration) Option {
+	return func(o *options) { o.busy = max(d, time.Millisecond) }
+}
+
+// Journal is an open journal. It is safe for concurrent use; other processes may use the same
+// file at once.
+type Journal struct {
+	db       *sql.DB
+	path     string
+	shards   int
+	ids      []string // shard ids by index
+	poll     time.Duration
+	wmu      sync.Mutex // serialises this process's appends (other processes: SQLite's lock)
+	readStmt *sql.Stmt
+	headStmt *sql.Stmt
+}
+
+// ShardID returns the id of shard i: "shardId-" and i in 12 digits.
+func ShardID(i int) string { return fmt.Sprintf("shardId-%012d", i) }
+
+// parseShardID returns i for ShardID(i) with 0 <= i < n, or ok=false.
+func parseShardID(id string, n int) (int, bool) {
+	const prefix = "shardId-"
+	if len(id) != len(prefix)+12 || id[:len(prefix)] != prefix {
+		return 0, false
+	}
+	i := 0
+	for _, c := range []byte(id[len(prefix):]) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		i = i*10 + int(c-'0')
+		if i >= n {
+			return 0, false
+		}
+	}
+	return i, true
+}
+
+// ShardFor returns the index of the shard, among shards evenly split shards, that holds
+// partitionKey: the MD5 of its bytes as a big-endian 128-bit number, over the hash key range
+// [0, 2^128-1] split as Kinesis splits a new stream (source.EvenHashKeyRange). It panics unless
+// shards > 0.
+func ShardFor(partitionKey string, shards int) int {
+	return source.EvenShardForKey(partitionKey, shards)
+}
+
+// Create opens the journal in dir, creating dir and the journal with the given shard count when
+// missing. Errors: ErrShardCount when it exists with another count; ErrInvalid for a count
+// outside 1..MaxShards; ErrBusy; file system and SQLite errors.
+func Create(dir string, shards int, opts ...Option) (*Journal, error) {
+	if shards < 1 || shards > MaxShards {
+		return nil, fmt.Errorf("journal: create with %d shards: need 1 to %d: %w", shards, MaxShards, ErrInvalid)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("journal: create directory: %w", err)
+	}
+	return open(dir, shards, opts)
+}
+
+// Open opens the existing journal in dir. Errors: one wrapping fs.ErrNotExist when there is no
+// journal; ErrBusy; SQLite errors.
+func Open(dir string, opts ...Option) (*Journal, error) {
+	path := filepath.Join(dir, FileName)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("journal: no journal in %s (create one first): %w", dir, err)
+	}
+	return open(dir, 0, opts)
+}
+
+// open opens dir's journal; shards > 0 creates it when missing.
+func open(dir string, shards int, opts []Option) (*Journal, error) {
+	o := options{poll: DefaultPollInterval, busy: DefaultBusyTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	path := filepath.Join(dir, FileName)
+	q := url.Values{}
+	q.Set("_busy_timeout", fmt.Sprint(o.busy.Milliseconds()))
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "NORMAL")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("journal: open %s: %w", path, err)
+	}
+	db.SetMaxIdleConns(8)
+	j := &Journal{db: db, path: path, poll: o.poll}
+	if err := j.init(shards); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("journal: open %s: %w", path, wrapBusy(err))
+	}
+	j.ids = make([]string, j.shards)
+	for i := range j.ids {
+		j.ids[i] = ShardID(i)
+	}
+	if j.readStmt, err = db.Prepare(`SELECT seq, partition_key, arrival_ms, data FROM events
+		WHERE shard = ? AND seq > ? ORDER BY seq LIMIT ?`); err == nil {
+		j.headStmt, err = db.Prepare(`SELECT seq FROM heads WHERE shard = ?`)
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("journal: open %s: %w", path, err)
+	}
+	return j, nil
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS heads (shard INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+	shard         INTEGER NOT NULL,
+	seq           INTEGER NOT NULL,
+	partition_key TEXT NOT NULL,
+	arrival_ms    INTEGER NOT NULL,
+	data          BLOB NOT NULL,
+	PRIMARY KEY (shard, seq)
+) WITHOUT ROWID;
+`
+
+// init creates the tables when create > 0 and reads the shard count.
+func (j *Journal) init(create int) error {
+	ctx := context.Background()
+	if create == 0 {
+		var v string
+		err := j.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'shards'`).Scan(&v)
+		if err != nil {
+			return fmt.Errorf("not a journal (no shard count): %w", err)
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxShards {
+			return fmt.Errorf("corrupt shard count %q", v)
+		}
+		j.shards = n
+		return nil
+	}
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	tx, err := j.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, schema); err != nil {
+		return err
+	}
+	var v string
+	err = tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'shards'`).Scan(&v)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('shards', ?)`, strconv.Itoa(create)); err != nil {
+			return err
+		}
+		for i := 0; i < create; i++ {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO heads (shard, seq) VALUES (?, 0)`, i); err != nil {
+				return err
+			}
+		}
+	case err != nil:
+		return err
+	case v != strconv.Itoa(create):
+		return fmt.Errorf("it has %s shards, not %d: %w", v, create, ErrShardCount)
+	}
+	j.shards = create
+	return tx.Commit()
+}
+
+// Path returns the journal file's path.
+func (j *Journal) Path() string { return j.path }
+
+// ShardCount returns the number of shards.
+func (j *Journal) ShardCount() int { return j.shards }
+
+// Close closes the journal; readers opened from it stop working.
+func (j *Journal) Close() error {
+	j.readStmt.Close()
+	j.headStmt.Close()
+	return j.db.Close()
+}
+
+// Append appends events, each to the shard ShardFor picks, in order, and returns their positions.
+// Events go in transactions of at most TxEvents: a call of up to TxEvents events is atomic, a
+// larger one may, if it fails or the process dies, leave a prefix of whole transactions appended
+// (the positions returned with the error say which). Events of one partition key keep their
+// order. Errors: ErrInvalid (checked before anything is written), ErrBusy, context and SQLite
+// errors.
+func (j *Journal) Append(ctx context.Context, events []AppendEvent) ([]Position, error) {
+	shardOf := make([]int, len(events))
+	for i, e := range events {
+		if e.PartitionKey == "" || utf8.RuneCountInString(e.PartitionKey) > MaxPartitionKeyLen {
+			return nil, fmt.Errorf("journal: append: event %d: partition key must have 1 to %d characters: %w",
+				i, MaxPartitionKeyLen, ErrInvalid)
+		}
+		if len(e.Data) > MaxDataLen {
+			return nil, fmt.Errorf("journal: append: event %d: data of %d bytes exceeds %d: %w",
+				i, len(e.Data), MaxDataLen, ErrInvalid)
+		}
+		shardOf[i] = ShardFor(e.PartitionKey, j.shards)
+	}
+	out := make([]Position, 0, len(events))
+	for start := 0; start < len(events); start += TxEvents {
+		end := min(start+TxEvents, len(events))
+		var err error
+		out, err = j.appendTx(ctx, events[start:end], shardOf[start:end], out)
+		if err != nil {
+			return out, fmt.Errorf("journal: append: %w", wrapBusy(err))
+		}
+	}
+	return out, nil
+}
+
+// appendTx appends events in one transaction and appends their positions to out.
+func (j *Journal) appendTx(ctx context.Context, events []AppendEvent, shardOf []int, out []Position) ([]Position, error) {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	tx, err := j.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: heads cannot change under us
+	if err != nil {
+		return out, err
+	}
+	defer tx.Rollback()
+	heads, err := readHeads(ctx, tx, j.shards)
+	if err != nil {
+		return out, err
+	}
+	touched := make([]bool, j.shards)
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO events (shard, seq, partition_key, arrival_ms, data) VALUES (?, ?, ?, ?, ?)`)
+	if err != nil {
+		return out, err
+	}
+	defer ins.Close()
+	now := time.Now().UnixMilli()
+	n := len(out)
+	for i, e := range events {
+		s := shardOf[i]
+		heads[s]++
+		touched[s] = true
+		data := e.Data
+		if data == nil {
+			data = []byte{} // NOT NULL column
+		}
+		if _, err := ins.ExecContext(ctx, s, heads[s], e.PartitionKey, now, data); err != nil {
+			return out[:n], err
+		}
+		out = append(out, Position{ShardID: j.ids[s], Seq: strconv.FormatInt(heads[s], 10)})
+	}
+	upd, err := tx.PrepareContext(ctx, `UPDATE heads SET seq = ? WHERE shard = ?`)
+	if err != nil {
+		return out[:n], err
+	}
+	defer upd.Close()
+	for s, t := range touched {
+		if t {
+			if _, err := upd.ExecContext(ctx, heads[s], s); err != nil {
+				return out[:n], err
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return out[:n], err
+	}
+	return out, nil
+}
+
+func readHeads(ctx context.Context, tx *sql.Tx, shards int) ([]int64, error) {
+	heads := make([]int64, shards)
+	rows, err := tx.QueryContext(ctx, `SELECT shard, seq FROM heads`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s int
+		var seq int64
+		if err := rows.Scan(&s, &seq); err != nil {
+			return nil, err
+		}
+		if s < 0 || s >= shards {
+			return nil, fmt.Errorf("corrupt journal: head of shard %d of %d", s, shards)
+		}
+		heads[s] = seq
+	}
+	return heads, rows.Err()
+}
+
+// Head returns the sequence number of the last event of a shard ("" when it is empty).
+// Errors: source.ErrUnknownShard, SQLite errors.
+func (j *Journal) Head(ctx context.Context, shardID string) (string, error) {
+	i, ok := parseShardID(shardID, j.shards)
+	if !ok {
+		return "", fmt.Errorf("journal: head of %q: %w", shardID, source.ErrUnknownShard)
+	}
+	h, err := j.head(ctx, i)
+	if err != nil {
+		return "", fmt.Errorf("journal: head of %s: %w", shardID, err)
+	}
+	if h == 0 {
+		return "", nil
+	}
+	return strconv.FormatInt(h, 10), nil
+}
+
+func (j *Journal) head(ctx context.Context, shard int) (int64, error) {
+	var h int64
+	err := j.headStmt.QueryRowContext(ctx, shard).Scan(&h)
+	return h, err
+}
+
+// Shards returns the journal's shards: open, without parents, with evenly split hash key ranges.
+func (j *Journal) Shards(ctx context.Context) ([]source.Shard, error) {
+	out := make([]source.Shard, j.shards)
+	for i := range out {
+		start, end := source.EvenHashKeyRange(i, j.shards)
+		out[i] = source.Shard{ID: j.ids[i], HashKeyStart: start, HashKeyEnd: end}
+	}
+	return out, nil
+}
+
+// Open returns a reader of shardID positioned after sequence number after ("" = the start).
+// Errors: source.ErrUnknownShard; ErrInvalid when after is not a decimal number; ErrBeyondHead.
+func (j *Journal) Open(ctx context.Context, shardID, after string) (source.ShardReader, error) {
+	i, ok := parseShardID(shardID, j.shards)
+	if !ok {
+		return nil, fmt.Errorf("journal: open %q: %w", shardID, source.ErrUnknownShard)
+	}
+	var pos int64
+	if after != "" {
+		var err error
+		if pos, err = parseSeq(after); err != nil {
+			return nil, fmt.Errorf("journal: open %s after %q: %w", shardID, after, err)
+		}
+	}
+	h, err := j.head(ctx, i)
+	if err != nil {
+		return nil, fmt.Errorf("journal: open %s: %w", shardID, err)
+	}
+	if pos > h {
+		return nil, fmt.Errorf("journal: open %s after %s (last event %d): %w", shardID, after, h, ErrBeyondHead)
+	}
+	return &reader{j: j, shard: i, id: j.ids[i], last: pos}, nil
+}
+
+// parseSeq parses a journal sequence number: a decimal number in int64 range.
+func parseSeq(s string) (int64, error) {
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return 0, fmt.Errorf("sequence number %q is not a decimal number: %w", s, ErrInvalid)
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("sequence number %q is not a journal sequence number: %w", s, ErrInvalid)
+	}
+	return v, nil
+}
+
+type reader struct {
+	j     *Journal
+	shard int
+	id    string
+	last  int64 // last sequence number returned (or the start position)
+}
+
+// Read returns up to max events (DefaultReadMax when max <= 0, at most MaxRead) after the last
+// returned one, polling every poll interval for up to wait when there are none. EventsBehind is
+// the exact count after the last event read at the time of the read; MillisBehind is 0 when caught
+// up, else the age of the last event read.
+func (r *reader) Read(ctx context.Context, max int, wait time.Duration) (source.Batch, error) {
+	if max <= 0 {
+		max = DefaultReadMax
+	}
+	max = min(max, MaxRead)
+	deadline := time.Now().Add(wait)
+	var timer *time.Timer
+	for {
+		if err := ctx.Err(); err != nil {
+			return source.Batch{}, err
+		}
+		events, err := r.query(ctx, max)
+		if err != nil {
+			if ctx.Err() != nil {
+				return source.Batch{}, ctx.Err()
+			}
+			return source.Batch{}, fmt.Errorf("journal: read %s: %w", r.id, err)
+		}
+		left := time.Until(deadline)
+		if len(events) > 0 || left <= 0 {
+			return r.batch(ctx, events)
+		}
+		d := min(left, r.j.poll)
+		if timer == nil {
+			timer = time.NewTimer(d)
+			defer timer.Stop()
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-ctx.Done():
+			return source.Batch{}, ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+func (r *reader) query(ctx context.Context, max int) ([]source.Event, error) {
+	rows, err := r.j.readStmt.QueryContext(ctx, r.shard, r.last, max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var events []source.Event
+	for rows.Next() {
+		var seq int64
+		e := source.Event{ShardID: r.id}
+		if err := rows.Scan(&seq, &e.PartitionKey, &e.ArrivalMs, &e.Data); err != nil {
+			return nil, err
+		}
+		if events == nil {
+			events = make([]source.Event, 0, max)
+		}
+		e.Seq = strconv.FormatInt(seq, 10)
+		events = append(events, e)
+		r.last = seq
+	}
+	return events, rows.Err()
+}
+
+func (r *reader) batch(ctx context.Context, events []source.Event) (source.Batch, error) {
+	b := source.Batch{Events: events, MillisBehind: -1, EventsBehind: -1}
+	h, err := r.j.head(ctx, r.shard)
+	if err != nil {
+		if ctx.Err() != nil {
+			return source.Batch{}, ctx.Err()
+		}
+		// The events are read; only the lag is unknown.
+		return b, nil
+	}
+	b.EventsBehind = max(h-r.last, 0)
+	switch {
+	case b.EventsBehind == 0:
+		b.MillisBehind = 0
+	case len(events) > 0:
+		b.MillisBehind = max(time.Now().UnixMilli()-events[len(events)-1].ArrivalMs, 0)
+	}
+	return b, nil
+}
+
+// Close releases nothing (readers hold no resources) and exists for source.ShardReader.
+func (r *reader) Close() error { return nil }
+
+// sqliteBusy is SQLite's primary result code SQLITE_BUSY.
+const sqliteBusy = 5
+
+func wrapBusy(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqliteBusy {
+		return fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	return err
+}
+
+var _ source.Source = (*Journal)(nil)
