@@ -243,7 +243,8 @@ func (c *cluster) sortedCounts() []int {
 	return out
 }
 
-// settle runs rounds until the store's assignment stayed the same for 3 rounds and returns
+// settle runs rounds until the store's assignment stayed the same for 6 rounds (two lease
+// durations, so that leases of dead workers have expired) and returns
 // how many rounds ran before it last changed; it fails after max rounds.
 func (c *cluster) settle(max int) int {
 	c.t.Helper()
@@ -254,7 +255,7 @@ func (c *cluster) settle(max int) int {
 		cur := c.assignment()
 		if mapsEqual(prev, cur) {
 			stable++
-			if stable == 3 {
+			if stable == 6 {
 				return last
 			}
 		} else {

@@ -401,18 +401,17 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 	// 6. Hand one lease over when above the target.
 	if mine > rep.Target {
 		m.mu.Lock()
-		var pick *ownedLease
-		for id, e := range m.owned {
-			if !e.releaseRequested && (pick == nil || id > pick.lease.ShardID) {
-				pick = e
+		id := ""
+		for sid, e := range m.owned {
+			if !e.releaseRequested && sid > id {
+				id = sid
 			}
 		}
-		if pick != nil {
-			pick.releaseRequested = true
+		if id != "" {
+			m.owned[id].releaseRequested = true
 		}
 		m.mu.Unlock()
-		if pick != nil {
-			id := pick.lease.ShardID
+		if id != "" {
 			rep.ReleaseRequested++
 			m.cfg.logger.Info("shardmap: above target; asking runner to release", "shard", id, "owned", mine, "target", rep.Target)
 			if f := m.cfg.events.ReleaseRequested; f != nil {
