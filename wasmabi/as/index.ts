@@ -280,8 +280,10 @@ export class Batch {
    */
   read(collection: string, key: string): ArrayBuffer | null {
     if (!this.check(collection, key)) return null;
-    let m = this.colls.get(collection);
-    if (m !== null && m.has(key)) return m.get(key).doc;
+    if (this.colls.has(collection)) {
+      const m = this.colls.get(collection);
+      if (m.has(key)) return m.get(key).doc;
+    }
     const cl = utf8Into(collScratch, collection);
     const kl = utf8Into(keyScratch, key);
     const cp = changetype<usize>(collScratch.buf), kp = changetype<usize>(keyScratch.buf);

@@ -148,6 +148,15 @@ func skipWS(data []byte, i int) int {
 	return i
 }
 
+// plainByte marks the bytes that stand for themselves inside a JSON string: printable ASCII
+// except '"' and '\\'.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // scanString checks the string starting at data[i] == '"' and returns the index after its closing
 // quote (-1 when malformed) and whether its content has neither escapes nor invalid UTF-8.
 func scanString(data []byte, i int) (end int, plain bool) {
@@ -156,6 +165,12 @@ func scanString(data []byte, i int) (end int, plain bool) {
 	plain = true
 	high := false
 	for i < len(data) {
+		for i < len(data) && plainByte[data[i]] {
+			i++
+		}
+		if i >= len(data) {
+			break
+		}
 		c := data[i]
 		switch {
 		case c == '"':

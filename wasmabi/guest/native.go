@@ -43,7 +43,7 @@ type Native struct {
 	h        Handler
 	logger   *slog.Logger
 	validate bool
-	store    map[string]map[string][]byte // collection -> key -> doc
+	store    map[string]map[string]*[]byte // collection -> key -> doc
 	batch    Batch
 	enc      []byte
 	muts     []wasmabi.Mutation
@@ -55,7 +55,7 @@ func NewNative(h Handler, opts ...NativeOption) *Native {
 	if h == nil {
 		h = registered
 	}
-	n := &Native{h: h, logger: slog.Default(), validate: true, store: map[string]map[string][]byte{}}
+	n := &Native{h: h, logger: slog.Default(), validate: true, store: map[string]map[string]*[]byte{}}
 	for _, o := range opts {
 		o(n)
 	}
@@ -95,7 +95,7 @@ func (n *Native) Run(shardID string, events []wasmabi.Event) ([]wasmabi.Mutation
 	}
 	for _, m := range n.muts {
 		if m.Op == wasmabi.OpPut {
-			n.Set(string(m.Collection), string(m.Key), m.Doc)
+			n.put(m.Collection, m.Key, m.Doc)
 		} else if c := n.store[string(m.Collection)]; c != nil {
 			delete(c, string(m.Key))
 		}
@@ -110,27 +110,41 @@ func validObject(doc []byte) error {
 	return nil
 }
 
-// Get returns the stored document of collection/key (shared with the store: do not modify it).
+// Get returns the stored document of collection/key. It is shared with the store: do not modify
+// it, and copy it if it must survive the next Run.
 func (n *Native) Get(collection, key string) ([]byte, bool) {
 	d, ok := n.store[collection][key]
-	return d, ok
+	if !ok {
+		return nil, false
+	}
+	return *d, true
 }
 
 // Set stores a copy of doc at collection/key, e.g. to seed the read model before a test.
 func (n *Native) Set(collection, key string, doc []byte) {
-	c := n.store[collection]
+	n.put([]byte(collection), []byte(key), doc)
+}
+
+// put stores a copy of doc, reusing the key's previous buffer (no allocation in steady state).
+func (n *Native) put(collection, key, doc []byte) {
+	c := n.store[string(collection)]
 	if c == nil {
-		c = map[string][]byte{}
-		n.store[collection] = c
+		c = map[string]*[]byte{}
+		n.store[string(collection)] = c
 	}
-	c[key] = append(c[key][:0:0], doc...)
+	if d, ok := c[string(key)]; ok {
+		*d = append((*d)[:0], doc...)
+		return
+	}
+	d := append([]byte(nil), doc...)
+	c[string(key)] = &d
 }
 
 // Collection returns a copy of the documents of collection by key.
 func (n *Native) Collection(collection string) map[string][]byte {
 	m := make(map[string][]byte, len(n.store[collection]))
 	for k, v := range n.store[collection] {
-		m[k] = append([]byte(nil), v...)
+		m[k] = append([]byte(nil), *v...)
 	}
 	return m
 }
@@ -154,12 +168,12 @@ func (h nativeHost) log(level Level, msg string) {
 }
 
 func (h nativeHost) read(collection string, key []byte, buf []byte) int32 {
-	d, ok := h.n.store[collection][string(key)]
+	p, ok := h.n.store[collection][string(key)]
 	if !ok {
 		return -1
 	}
-	if len(d) <= len(buf) {
+	if d := *p; len(d) <= len(buf) {
 		copy(buf, d)
 	}
-	return int32(len(d))
+	return int32(len(*p))
 }

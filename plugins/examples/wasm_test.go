@@ -1,0 +1,356 @@
+// Smoke tests of the example modules in a minimal wazero host: the Go and AssemblyScript builds
+// must write byte-identical documents, equal to the native run of the Go handler. The real host
+// lives in host/; this harness implements just enough of ABI v1 to drive the modules directly.
+package examples_test
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/projhost/projhost/internal/testwasm"
+	"github.com/projhost/projhost/plugins/examples/count"
+	"github.com/projhost/projhost/plugins/examples/flightdelays"
+	"github.com/projhost/projhost/wasmabi"
+	"github.com/projhost/projhost/wasmabi/guest"
+)
+
+// miniHost runs one module instance against an in-memory read model.
+type miniHost struct {
+	rt      wazero.Runtime
+	mod     api.Module
+	alloc   api.Function
+	handle  api.Function
+	store   map[string][]byte // collection + "/" + key
+	failed  string
+	logs    []string
+	batches int
+}
+
+func newMiniHost(tb testing.TB, name string) *miniHost {
+	tb.Helper()
+	ctx := context.Background()
+	path := testwasm.Path(tb, name)
+	cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(testwasm.RepoRoot(tb), "build", "wazero-cache-examples"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h := &miniHost{store: map[string][]byte{}}
+	h.rt = wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cache))
+	tb.Cleanup(func() { h.rt.Close(ctx) })
+	wasi_snapshot_preview1.MustInstantiate(ctx, h.rt)
+	mem := func(m api.Module, ptr, n uint32) []byte {
+		b, ok := m.Memory().Read(ptr, n)
+		if !ok {
+			panic(fmt.Sprintf("out of bounds range %d+%d", ptr, n))
+		}
+		return b
+	}
+	_, err = h.rt.NewHostModuleBuilder(wasmabi.ImportModule).
+		NewFunctionBuilder().WithFunc(func(_ context.Context, m api.Module, level, ptr, n uint32) {
+		h.logs = append(h.logs, fmt.Sprintf("%d:%s", level, mem(m, ptr, n)))
+	}).Export(wasmabi.ImportLog).
+		NewFunctionBuilder().WithFunc(func(_ context.Context, m api.Module, ptr, n uint32) {
+		h.failed = string(mem(m, ptr, n))
+	}).Export(wasmabi.ImportFail).
+		NewFunctionBuilder().WithFunc(func(_ context.Context, m api.Module, cp, cl, kp, kl, bp, bc uint32) int32 {
+		d, ok := h.store[string(mem(m, cp, cl))+"/"+string(mem(m, kp, kl))]
+		if !ok {
+			return -1
+		}
+		if uint32(len(d)) <= bc {
+			copy(mem(m, bp, uint32(len(d))), d)
+		}
+		return int32(len(d))
+	}).Export(wasmabi.ImportRead).
+		Instantiate(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, err = h.rt.NewHostModuleBuilder("env").NewFunctionBuilder().
+		WithFunc(func(_ context.Context, m api.Module, msg, file, line, col uint32) {
+			panic(fmt.Sprintf("abort: %s at %s:%d:%d", asString(m, msg), asString(m, file), line, col))
+		}).Export("abort").
+		Instantiate(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	bin, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	compiled, err := h.rt.CompileModule(ctx, bin)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, want := range []string{wasmabi.ExportMarker, wasmabi.ExportAlloc, wasmabi.ExportHandle} {
+		if _, ok := compiled.ExportedFunctions()[want]; !ok {
+			tb.Fatalf("%s lacks export %s", name, want)
+		}
+	}
+	if _, ok := compiled.ExportedFunctions()["_start"]; ok {
+		tb.Fatalf("%s exports _start", name)
+	}
+	h.mod, err = h.rt.InstantiateModule(ctx, compiled, wazero.NewModuleConfig().WithStartFunctions().WithStderr(os.Stderr).WithStdout(os.Stdout))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if init := h.mod.ExportedFunction(wasmabi.ExportInitialize); init != nil {
+		if _, err := init.Call(ctx); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	h.alloc, h.handle = h.mod.ExportedFunction(wasmabi.ExportAlloc), h.mod.ExportedFunction(wasmabi.ExportHandle)
+	return h
+}
+
+// run hands one encoded batch to the guest; it returns the fail message ("" = success) and
+// applies the output otherwise.
+func (h *miniHost) run(tb testing.TB, batch []byte) string {
+	ctx := context.Background()
+	res, err := h.alloc.Call(ctx, uint64(len(batch)))
+	if err != nil || res[0] == 0 {
+		tb.Fatalf("alloc: %v %v", res, err)
+	}
+	ptr := uint32(res[0])
+	if !h.mod.Memory().Write(ptr, batch) {
+		tb.Fatal("batch write out of bounds")
+	}
+	h.failed = ""
+	res, err = h.handle.Call(ctx, uint64(ptr), uint64(len(batch)))
+	if err != nil {
+		tb.Fatalf("handle: %v", err)
+	}
+	h.batches++
+	if h.failed != "" {
+		return h.failed
+	}
+	outPtr, outLen := uint32(res[0]>>32), uint32(res[0])
+	out, ok := h.mod.Memory().Read(outPtr, outLen)
+	if !ok {
+		tb.Fatal("output out of bounds")
+	}
+	err = wasmabi.DecodeOutput(out, func(d []byte) error {
+		if !json.Valid(d) {
+			return fmt.Errorf("invalid JSON %q", d)
+		}
+		return nil
+	}, func(m wasmabi.Mutation) error {
+		k := string(m.Collection) + "/" + string(m.Key)
+		if m.Op == wasmabi.OpPut {
+			h.store[k] = append([]byte(nil), m.Doc...)
+		} else {
+			delete(h.store, k)
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatalf("output: %v", err)
+	}
+	return ""
+}
+
+// asString decodes an AssemblyScript string (UTF-16, byte length at ptr-4).
+func asString(m api.Module, ptr uint32) string {
+	n, ok := m.Memory().ReadUint32Le(ptr - 4)
+	if !ok || n > 1<<16 {
+		return "?"
+	}
+	b, ok := m.Memory().Read(ptr, n)
+	if !ok {
+		return "?"
+	}
+	r := make([]rune, 0, n/2)
+	for i := 0; i+1 < len(b); i += 2 {
+		r = append(r, rune(binary.LittleEndian.Uint16(b[i:])))
+	}
+	return string(r)
+}
+
+func flights(tb testing.TB, name string) []wasmabi.Event {
+	b, err := os.ReadFile("flightdelays/data/" + name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(b, &raws); err != nil {
+		tb.Fatal(err)
+	}
+	evs := make([]wasmabi.Event, len(raws))
+	for i, r := range raws {
+		var f struct{ Origin string }
+		if err := json.Unmarshal(r, &f); err != nil {
+			tb.Fatal(err)
+		}
+		evs[i] = wasmabi.Event{Seq: []byte(fmt.Sprintf("%020d", i+1)), PartitionKey: []byte(f.Origin), ArrivalMs: 978307200000 + int64(i), Data: r}
+	}
+	return evs
+}
+
+func batches(tb testing.TB, evs []wasmabi.Event, size int) [][]byte {
+	var out [][]byte
+	for i := 0; i < len(evs); i += size {
+		b, err := wasmabi.AppendBatch(nil, "shardId-000000000000", evs[i:min(i+size, len(evs))])
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func nativeStore(tb testing.TB, h guest.Handler, colls []string, evs []wasmabi.Event, size int) map[string][]byte {
+	n := guest.NewNative(h)
+	for i := 0; i < len(evs); i += size {
+		if _, err := n.Run("shardId-000000000000", evs[i:min(i+size, len(evs))]); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	store := map[string][]byte{}
+	for _, c := range colls {
+		for k, d := range n.Collection(c) {
+			store[c+"/"+k] = d
+		}
+	}
+	return store
+}
+
+func diffStores(t *testing.T, name string, got, want map[string][]byte) {
+	t.Helper()
+	var bad []string
+	for k, w := range want {
+		if string(got[k]) != string(w) {
+			bad = append(bad, fmt.Sprintf("%s: got %s want %s", k, got[k], w))
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			bad = append(bad, fmt.Sprintf("%s: unexpected %s", k, got[k]))
+		}
+	}
+	sort.Strings(bad)
+	if len(bad) > 0 {
+		t.Fatalf("%s: %d of %d documents differ from the native run, e.g.\n%s", name, len(bad), len(want), strings.Join(bad[:min(5, len(bad))], "\n"))
+	}
+}
+
+func TestModulesMatchNative(t *testing.T) {
+	evs := flights(t, "flights-2k.json")
+	tests := []struct {
+		module string
+		h      guest.Handler
+		colls  []string
+		batch  int
+	}{
+		{testwasm.FlightDelaysGo, flightdelays.Handler, []string{flightdelays.Airports, flightdelays.Routes}, 100},
+		{testwasm.FlightDelaysAS, flightdelays.Handler, []string{flightdelays.Airports, flightdelays.Routes}, 100},
+		{testwasm.FlightDelaysAS, flightdelays.Handler, []string{flightdelays.Airports, flightdelays.Routes}, 1},
+		{testwasm.CountGo, count.Handler, []string{count.Collection}, 250},
+		{testwasm.CountAS, count.Handler, []string{count.Collection}, 250},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/batch=%d", tt.module, tt.batch), func(t *testing.T) {
+			want := nativeStore(t, tt.h, tt.colls, evs, tt.batch)
+			h := newMiniHost(t, tt.module)
+			for _, b := range batches(t, evs, tt.batch) {
+				if msg := h.run(t, b); msg != "" {
+					t.Fatalf("batch failed: %s", msg)
+				}
+			}
+			diffStores(t, tt.module, h.store, want)
+		})
+	}
+}
+
+func TestModulesFailMalformedEvents(t *testing.T) {
+	good := []byte(`{"delay":1,"distance":2,"origin":"A","destination":"B"}`)
+	ev := func(seq, data string) wasmabi.Event {
+		return wasmabi.Event{Seq: []byte(seq), PartitionKey: []byte("A"), Data: []byte(data)}
+	}
+	for _, module := range []string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS} {
+		t.Run(module, func(t *testing.T) {
+			h := newMiniHost(t, module)
+			tests := []struct{ data, want string }{
+				{`not json`, `field "delay" missing or not an integer`},
+				{`{"delay":1,"distance":2,"origin":"A"}`, `field "destination" missing or not a non-empty string`},
+				{`{"delay":1.5,"distance":2,"origin":"A","destination":"B"}`, `field "delay"`},
+				{``, `field "delay"`},
+			}
+			for _, tt := range tests {
+				b, err := wasmabi.AppendBatch(nil, "s", []wasmabi.Event{ev("41", string(good)), ev("42", tt.data)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				msg := h.run(t, b)
+				if !strings.Contains(msg, "event seq 42") || !strings.Contains(msg, tt.want) {
+					t.Errorf("data %q: fail message %q, want event seq 42 and %q", tt.data, msg, tt.want)
+				}
+				if len(h.store) != 0 {
+					t.Fatalf("failed batch applied %d documents", len(h.store))
+				}
+			}
+			// The instance stays usable after fail.
+			b, _ := wasmabi.AppendBatch(nil, "s", []wasmabi.Event{ev("43", string(good))})
+			if msg := h.run(t, b); msg != "" {
+				t.Fatalf("good batch after failures: %s", msg)
+			}
+			if got := string(h.store["airports/A"]); got != `{"flights":1,"delayed":0,"total_delay":1,"max_delay":1}` {
+				t.Fatalf("airports/A = %s", got)
+			}
+			// A corrupt batch (trailing bytes) fails instead of trapping.
+			b = append(b, 0)
+			if msg := h.run(t, b); !strings.Contains(msg, "trailing") {
+				t.Fatalf("batch with trailing bytes: fail message %q", msg)
+			}
+		})
+	}
+}
+
+func TestReadBufferGrowsForLargeDocuments(t *testing.T) {
+	for _, module := range []string{testwasm.CountGo, testwasm.CountAS} {
+		t.Run(module, func(t *testing.T) {
+			h := newMiniHost(t, module)
+			h.store["counts/K"] = []byte(`{"pad":"` + strings.Repeat("x", 10000) + `","count":41}`)
+			b, _ := wasmabi.AppendBatch(nil, "s", []wasmabi.Event{{Seq: []byte("1"), PartitionKey: []byte("K")}})
+			if msg := h.run(t, b); msg != "" {
+				t.Fatal(msg)
+			}
+			if got := string(h.store["counts/K"]); got != `{"count":42}` {
+				t.Fatalf("counts/K = %s", got)
+			}
+		})
+	}
+}
+
+// BenchmarkModules runs flightdelays over flights-20k in batches of 100 in each module, without a
+// per-batch deadline (compare with BenchmarkNative in ./flightdelays).
+func BenchmarkModules(b *testing.B) {
+	evs := flights(b, "flights-20k.json")
+	bs := batches(b, evs, 100)
+	for _, module := range []string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS} {
+		b.Run(module, func(b *testing.B) {
+			h := newMiniHost(b, module)
+			b.ResetTimer()
+			for range b.N {
+				clear(h.store)
+				for _, batch := range bs {
+					if msg := h.run(b, batch); msg != "" {
+						b.Fatal(msg)
+					}
+				}
+			}
+			b.ReportMetric(float64(len(evs)*b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
