@@ -29,7 +29,7 @@ var hostileWAT = map[string]string{
 	"oob_output": hostileModule("", `(i64.const 0x7fff000000000064)`, ""),
 	// out_ptr = 65530, out_len = 100: starts inside memory, ends outside
 	"straddle_output": hostileModule("", `(i64.const 0x0000fffa00000064)`, ""),
-	"garbage_output": hostileModule("", `(i64.const 0x0000020000000009)`, `(data (i32.const 512) "garbage!!")`),
+	"garbage_output":  hostileModule("", `(i64.const 0x0000020000000009)`, `(data (i32.const 512) "garbage!!")`),
 	// version 1, 1 mutation: put c/k = [1]
 	"array_doc": hostileModule("", `(i64.const 0x0000020000000016)`,
 		`(data (i32.const 512) "\01\00\00\00\01\00\00\00\01\01\00c\01\00k\03\00\00\00[1]")`),
@@ -67,10 +67,10 @@ var hostileWAT = map[string]string{
 	"no_marker": `(module (memory (export "memory") 1)
   (func (export "projhost_alloc") (param i32) (result i32) (i32.const 0))
   (func (export "projhost_handle") (param i32 i32) (result i64) (i64.const 0)))`,
-	"unknown_import":  hostileModule(`(import "foo" "bar" (func))`, `(i64.const 0)`, ""),
-	"unknown_wasi":    hostileModule(`(import "wasi_snapshot_preview1" "no_such_call" (func))`, `(i64.const 0)`, ""),
-	"unknown_env":     hostileModule(`(import "env" "seed" (func (result f64)))`, `(i64.const 0)`, ""),
-	"bad_import_sig":  hostileModule(`(import "projhost" "log" (func (param i32)))`, `(i64.const 0)`, ""),
+	"unknown_import": hostileModule(`(import "foo" "bar" (func))`, `(i64.const 0)`, ""),
+	"unknown_wasi":   hostileModule(`(import "wasi_snapshot_preview1" "no_such_call" (func))`, `(i64.const 0)`, ""),
+	"unknown_env":    hostileModule(`(import "env" "seed" (func (result f64)))`, `(i64.const 0)`, ""),
+	"bad_import_sig": hostileModule(`(import "projhost" "log" (func (param i32)))`, `(i64.const 0)`, ""),
 	"imported_memory": `(module (import "env" "memory" (memory 1)) (export "memory" (memory 0)) (func (export "projhost_abi_v1"))
   (func (export "projhost_alloc") (param i32) (result i32) (i32.const 0))
   (func (export "projhost_handle") (param i32 i32) (result i64) (i64.const 0)))`,

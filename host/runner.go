@@ -377,6 +377,7 @@ func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 			return err
 		}
 		r.stats.saves.Add(1)
+		log.Debug("cursor saved", "cursor", p.seq, "mutations", len(p.muts), "events", p.count)
 		if r.cfg.OnCursorSave != nil {
 			r.cfg.OnCursorSave(s.id, s.epoch, p.seq)
 		}

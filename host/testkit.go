@@ -1,22 +1,16 @@
 package host
 
 import (
-	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 
-	"github.com/buger/jsonparser"
-
+	"github.com/projhost/projhost/internal/eventfile"
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/source"
 	"github.com/projhost/projhost/wasmabi"
@@ -146,102 +140,20 @@ func (m *MemReadModel) Docs() []readmodel.Doc {
 	return out
 }
 
-// ReadEvents reads test events: a JSON array of objects or JSON lines (one object per line; any
-// whitespace between objects is accepted), optionally gzip-compressed (detected by the gzip magic
-// bytes). Each element's raw JSON bytes become an event's Data; its partition key is the
-// top-level string field keyField (1..256 bytes); its sequence number is its 1-based index in
-// decimal; its shard is TestShardID; arrival time 0. Errors name the element's 1-based index: a
-// syntax error, an element that is not a JSON object, a missing or non-string key field.
+// ReadEvents reads test events with internal/eventfile: a JSON array of objects or JSON lines,
+// optionally gzip-compressed (detected by the magic bytes). Each element's JSON bytes (compacted)
+// become an event's Data; its partition key is the top-level field keyField (a string, or a
+// number as its text; 1..256 bytes); its sequence number is its 1-based index in decimal; its
+// shard is TestShardID; arrival time 0. Errors wrap eventfile.ErrBadInput and name the element
+// (0-based index): a syntax error, an element that is not a JSON object, a missing key field.
 func ReadEvents(r io.Reader, keyField string) ([]source.Event, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("gzip: %w", err)
-		}
-		defer zr.Close()
-		br = bufio.NewReaderSize(zr, 64<<10)
-	}
-	first, err := firstNonSpace(br)
-	if err == io.EOF {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(br)
-	array := first == '['
-	if array {
-		if _, err := dec.Token(); err != nil {
-			return nil, fmt.Errorf("reading JSON array: %w", err)
-		}
-	}
 	var events []source.Event
-	for i := 1; ; i++ {
-		if array && !dec.More() {
-			break
+	err := eventfile.Scan(r, keyField, func(i int, key string, raw []byte) error {
+		if len(key) > wasmabi.MaxKeyLen {
+			return fmt.Errorf("%w: element %d: partition key field %q is %d bytes, more than %d", eventfile.ErrBadInput, i, keyField, len(key), wasmabi.MaxKeyLen)
 		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			if err == io.EOF && !array {
-				break
-			}
-			return nil, fmt.Errorf("element %d: invalid JSON: %v", i, err)
-		}
-		ev, err := testEvent(raw, keyField, i)
-		if err != nil {
-			return nil, err
-		}
-		events = append(events, ev)
-	}
-	if array {
-		if _, err := dec.Token(); err != nil {
-			return nil, fmt.Errorf("after element %d: invalid JSON: %v", len(events), err)
-		}
-		if _, err := dec.Token(); err != io.EOF {
-			return nil, fmt.Errorf("unexpected data after the JSON array's closing ]")
-		}
-	}
-	return events, nil
-}
-
-func testEvent(raw []byte, keyField string, i int) (source.Event, error) {
-	if len(raw) == 0 || raw[0] != '{' {
-		return source.Event{}, fmt.Errorf("element %d is not a JSON object: %s", i, abbrev(raw))
-	}
-	v, typ, _, err := jsonparser.Get(raw, keyField)
-	if err != nil || typ != jsonparser.String {
-		if errors.Is(err, jsonparser.KeyPathNotFoundError) || err == nil {
-			return source.Event{}, fmt.Errorf("element %d has no string field %q to use as partition key (choose another with --key-field): %s", i, keyField, abbrev(raw))
-		}
-		return source.Event{}, fmt.Errorf("element %d: %v", i, err)
-	}
-	key, err := jsonparser.ParseString(v)
-	if err != nil {
-		return source.Event{}, fmt.Errorf("element %d: field %q: %v", i, keyField, err)
-	}
-	if key == "" || len(key) > wasmabi.MaxKeyLen {
-		return source.Event{}, fmt.Errorf("element %d: partition key field %q must be 1..%d bytes, is %d", i, keyField, wasmabi.MaxKeyLen, len(key))
-	}
-	return source.Event{ShardID: TestShardID, Seq: strconv.Itoa(i), PartitionKey: key, Data: raw}, nil
-}
-
-func firstNonSpace(br *bufio.Reader) (byte, error) {
-	for {
-		b, err := br.ReadByte()
-		if err != nil {
-			return 0, err
-		}
-		if !strings.ContainsRune(" \t\r\n", rune(b)) {
-			return b, br.UnreadByte()
-		}
-	}
-}
-
-func abbrev(b []byte) string {
-	b = bytes.TrimSpace(b)
-	if len(b) > 80 {
-		return string(b[:77]) + "..."
-	}
-	return string(b)
+		events = append(events, source.Event{ShardID: TestShardID, Seq: strconv.Itoa(i + 1), PartitionKey: key, Data: bytes.Clone(raw)})
+		return nil
+	})
+	return events, err
 }

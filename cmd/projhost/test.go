@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/projhost/projhost/host"
+)
+
+func init() {
+	var handler, events, keyField, logLevel string
+	var batchSize int
+	var trusted bool
+	cmd := &cobra.Command{
+		Use:   "test --handler H.wasm --events FILE",
+		Short: "Run a WASM handler over an events file against an in-memory read model and print the result",
+		Long: `Test runs the handler over the events of FILE (a JSON array of objects or JSON lines, gzip
+accepted) as one shard ("shard-0"), in batches, against an empty in-memory read model, and prints
+the final read model as JSON lines ordered by collection then key:
+
+  {"collection":"airports","key":"ORD","doc":{...}}
+
+Each element is one event: its JSON is the event data, its --key-field the partition key, its
+1-based position the sequence number. Guest log output goes to stderr. Nothing is stored.`,
+		Example: `  projhost test --handler build/wasm/flightdelays-go.wasm --events flights-2k.json`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if handler == "" || events == "" {
+				return fmt.Errorf("--handler and --events are required")
+			}
+			if batchSize < 1 {
+				return fmt.Errorf("--batch-size must be at least 1")
+			}
+			lvl := slog.LevelInfo
+			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level %q: use debug, info, warn or error", logLevel)
+			}
+			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			docs, err := host.RunFile(cmd.Context(), handler, events, host.TestOptions{
+				KeyField:       keyField,
+				BatchSize:      batchSize,
+				Trusted:        trusted,
+				RuntimeOptions: []host.RuntimeOption{host.WithLogger(logger)},
+			})
+			if err != nil {
+				return err
+			}
+			w := bufio.NewWriter(cmd.OutOrStdout())
+			enc := json.NewEncoder(w)
+			enc.SetEscapeHTML(false)
+			for _, d := range docs {
+				line := struct {
+					Collection string          `json:"collection"`
+					Key        string          `json:"key"`
+					Doc        json.RawMessage `json:"doc"`
+				}{d.Collection, d.Key, d.Doc}
+				if err := enc.Encode(line); err != nil {
+					return fmt.Errorf("writing %s/%s: %w", d.Collection, d.Key, err)
+				}
+			}
+			return w.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&handler, "handler", "", "handler module (.wasm, ABI v1)")
+	f.StringVar(&events, "events", "", "events file: JSON array or JSON lines, optionally gzip-compressed")
+	f.StringVar(&keyField, "key-field", "origin", "top-level event field used as the partition key")
+	f.IntVar(&batchSize, "batch-size", 100, "events per handler call")
+	f.BoolVar(&trusted, "trusted", false, "run without the per-batch deadline (faster; a runaway loop then hangs)")
+	f.StringVar(&logLevel, "log-level", "info", "guest and host log level on stderr: debug, info, warn, error")
+	rootCmd.AddCommand(cmd)
+}
