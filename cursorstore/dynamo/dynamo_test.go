@@ -3,6 +3,9 @@ package dynamo_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,5 +89,43 @@ func TestSaveOutcomes(t *testing.T) {
 	}
 	if sp, ok := out.Item["seqp"].(*types.AttributeValueMemberS); !ok || len(sp.Value) != 56 {
 		t.Fatalf("seqp = %#v, want the 56-digit sequence (longer than the pad width, unchanged)", out.Item["seqp"])
+	}
+}
+
+// BenchmarkSave measures conditional cursor saves (one UpdateItem each) against the server,
+// sequentially and from 8 goroutines on 8 shards.
+func BenchmarkSave(b *testing.B) {
+	for _, par := range []int{1, 8} {
+		b.Run(fmt.Sprintf("goroutines=%d", par), func(b *testing.B) {
+			c, prefix := dynamotest.Tables(b)
+			s, err := dynamo.New(c, prefix)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			for g := range par {
+				if _, err := s.Claim(ctx, "p", fmt.Sprint("shard-", g), 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var next atomic.Int64 // Saves issued so far, across goroutines
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for g := range par {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					shard := fmt.Sprint("shard-", g)
+					for seq := 1; next.Add(1) <= int64(b.N); seq++ {
+						if err := s.Save(ctx, "p", shard, 1, fmt.Sprint(seq)); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+		})
 	}
 }

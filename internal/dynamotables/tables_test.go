@@ -2,6 +2,8 @@ package dynamotables_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -16,6 +18,15 @@ import (
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+// uniquePrefix returns a table prefix no other run uses (the server may be shared).
+func uniquePrefix(t *testing.T, name string) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return name + "-" + hex.EncodeToString(b[:]) + "-"
+}
 
 func TestNamesFor(t *testing.T) {
 	tests := []struct {
@@ -69,7 +80,7 @@ func TestCreateTablesIdempotent(t *testing.T) {
 	c := dynamotest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	prefix := "idem-" + strings.ReplaceAll(t.Name(), "/", "-") + "-"
+	prefix := uniquePrefix(t, "idem")
 	t.Cleanup(func() { _ = dynamotables.DeleteTables(context.Background(), c, prefix) })
 	for i := range 2 {
 		if err := dynamotables.CreateTables(ctx, c, prefix); err != nil {
@@ -95,7 +106,7 @@ func TestCreateTablesWrongSchema(t *testing.T) {
 	c := dynamotest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	const prefix = "wrongschema-"
+	prefix := uniquePrefix(t, "wrongschema")
 	t.Cleanup(func() { _ = dynamotables.DeleteTables(context.Background(), c, prefix) })
 	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(prefix + "cursors"),

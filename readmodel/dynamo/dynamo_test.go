@@ -272,3 +272,23 @@ func TestRequestsPerApply(t *testing.T) {
 	e.expect(t, "c0", "k0", `{"again":true}`)
 	e.expect(t, "c1", "k1", `{"seq":2}`)
 }
+
+// BenchmarkApply measures Apply of 100 distinct keys (one per flight origin-like key) per
+// Write; items/s counts conditional item writes.
+func BenchmarkApply(b *testing.B) {
+	for _, inFlight := range []int{1, 16} {
+		b.Run(fmt.Sprintf("inflight=%d", inFlight), func(b *testing.B) {
+			e := newEnv(b, dynamo.WithMaxInFlight(inFlight))
+			const n = 100
+			ms := make([]readmodel.Mutation, n)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for k := range ms {
+					ms[k] = put("airports", fmt.Sprint("K", k), fmt.Sprintf(`{"count":%d,"delay":{"sum":%d,"max":66}}`, i, i*7))
+				}
+				e.apply(b, "s", 1, fmt.Sprint(i+1), ms...)
+			}
+			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "items/s")
+		})
+	}
+}
