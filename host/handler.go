@@ -213,6 +213,9 @@ func (h *Handler) Handle(ctx context.Context, events []source.Event, reader DocR
 }
 
 func (h *Handler) instantiate(ctx, callCtx context.Context, first, last string) error {
+	if h.mod.isClosed() {
+		return fmt.Errorf("host: module %q shard %s: %w (Close the handlers before their module and runtime)", h.mod.name, h.shard, ErrClosed)
+	}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(). // _initialize is called below, under the deadline
@@ -245,6 +248,10 @@ func (h *Handler) instantiate(ctx, callCtx context.Context, first, last string) 
 
 // callFailed classifies an error returned by a call into the guest and discards the instance.
 func (h *Handler) callFailed(ctx context.Context, err error, fn, first, last string) error {
+	if h.mod.isClosed() {
+		h.discard(ctx)
+		return fmt.Errorf("host: module %q shard %s: %s interrupted: %w", h.mod.name, h.shard, fn, ErrClosed)
+	}
 	var rp *readErrorPanic
 	if errors.As(err, &rp) {
 		h.discard(ctx)

@@ -304,3 +304,26 @@ func FuzzDecodeASString(f *testing.F) {
 		}
 	})
 }
+
+// TestClosedRuntime: a handler whose runtime was closed reports ErrClosed, not a guest fault.
+func TestClosedRuntime(t *testing.T) {
+	rt, _ := newTestRuntime(t)
+	m := load(t, rt, "good", wat(t, "good"))
+	used, fresh := m.NewHandler("s1"), m.NewHandler("s2")
+	if _, err := used.Handle(context.Background(), evs("s1", 1, "A", `{}`), NewMemReadModel()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []*Handler{used, fresh} {
+		_, err := h.Handle(context.Background(), evs(h.shard, 2, "A", `{}`), NewMemReadModel())
+		var he *HandlerError
+		if !errors.Is(err, ErrClosed) || errors.As(err, &he) {
+			t.Errorf("%s: err = %v, want ErrClosed", h.shard, err)
+		}
+	}
+	if _, err := rt.Load(context.Background(), "good", wat(t, "good")); !errors.Is(err, ErrClosed) {
+		t.Errorf("Load after Close: %v", err)
+	}
+}

@@ -115,6 +115,16 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte, opts ...Mo
 	}, nil
 }
 
+// isClosed reports whether the module or its runtime was closed.
+func (m *Module) isClosed() bool {
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	m.rt.mu.Lock()
+	defer m.rt.mu.Unlock()
+	return closed || m.rt.closed
+}
+
 // Close releases the compiled module. Close every Handler of the module first.
 func (m *Module) Close(ctx context.Context) error {
 	m.mu.Lock()
