@@ -18,11 +18,13 @@ var (
 	// ErrHandlerFailed: the guest called projhost.fail (a domain error). The instance is kept.
 	ErrHandlerFailed = errors.New("handler failed the batch")
 	// ErrTrap: the guest trapped (unreachable, out-of-bounds access, stack overflow, memory
-	// growth past the cap followed by a trap, env.abort, projhost_alloc returning 0, or an
-	// out-of-bounds range passed to a projhost import). The instance is discarded.
+	// growth past the cap followed by a trap, env.abort, a Go guest panic, projhost_alloc
+	// returning 0, or an out-of-bounds range passed to a projhost import). The instance is
+	// discarded.
 	ErrTrap = errors.New("handler trapped")
-	// ErrExit: the guest called proc_exit (a Go guest exits with code 2 when it panics). The
-	// instance is discarded.
+	// ErrExit: the guest called proc_exit. The instance is discarded. (A Go reactor built with
+	// -buildmode=c-shared does not exit when it panics: it prints the panic to stderr and aborts,
+	// which is ErrTrap with "the Go guest panicked: panic: ..." in the message; see RATIONALE.md.)
 	ErrExit = errors.New("handler exited")
 	// ErrDeadline: a handler call did not return within the batch deadline. The instance is
 	// discarded.

@@ -269,7 +269,7 @@ func (h *Handler) callFailed(ctx context.Context, err error, fn, first, last str
 				"%s did not return within the %v batch deadline (a runaway loop?); the instance was discarded; fix the handler, use smaller batches or raise the deadline",
 				fn, h.mod.cfg.deadline))
 		}
-		msg := fmt.Sprintf("%s: the guest called proc_exit(%d) (a Go guest exits with code 2 when it panics); the instance was discarded", fn, code)
+		msg := fmt.Sprintf("%s: the guest called proc_exit(%d); the instance was discarded", fn, code)
 		if s := h.stderr.summary(4); s != "" {
 			msg += "; guest stderr: " + s
 		}
