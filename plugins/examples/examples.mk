@@ -28,3 +28,9 @@ $(WASM_DIR)/$(1)-as.wasm: $(GUEST_AS_SRC) $(wildcard plugins/examples/$(1)/as/*.
 	@mv $$@.tmp.wasm $$@
 endef
 $(foreach e,$(EXAMPLES),$(eval $(call example_rules,$(e))))
+
+# Test-only module of wasmabi/as/json_test.go (not an ABI handler; not part of `make wasm`).
+$(WASM_DIR)/as-jsonprobe.wasm: $(GUEST_AS_SRC) wasmabi/as/testdata/jsonprobe.ts
+	@mkdir -p $(@D)
+	$(ASC) wasmabi/as/testdata/jsonprobe.ts -o $@.tmp.wasm $(ASC_FLAGS)
+	@mv $@.tmp.wasm $@

@@ -589,7 +589,7 @@ export class JsonReader {
         if (j == 0) return false;
         plain = scanPlain;
       } else {
-        j = skipValue(i, end, 0);
+        j = skipValue(i, end, 1); // the object itself is level 1
         if (j == 0) return false;
       }
       i = skipWS(j, end);

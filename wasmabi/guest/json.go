@@ -111,7 +111,7 @@ func jsonField(data []byte, key string) (val []byte, plain, ok bool) {
 				return nil, false, false
 			}
 			plain = vplain
-		} else if j = skipValue(data, i, 0); j < 0 {
+		} else if j = skipValue(data, i, 1); j < 0 { // the object itself is level 1
 			return nil, false, false
 		}
 		i = skipWS(data, j)

@@ -1,0 +1,214 @@
+// Package as_test checks the AssemblyScript library against the Go SDK: the JSON reader must find
+// the same fields and values as guest.JSONInt/JSONString/JSONBool/JSONRaw, and the writer must
+// produce the same bytes as guest.Object. It drives testdata/jsonprobe.ts, built by make as
+// build/wasm/as-jsonprobe.wasm, in wazero. (Batch decoding, put/delete/read and the examples are
+// covered by plugins/examples/wasm_test.go.)
+package as_test
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/projhost/projhost/internal/testwasm"
+	"github.com/projhost/projhost/wasmabi/guest"
+)
+
+type probe struct {
+	mod api.Module
+	fn  map[string]api.Function
+}
+
+func newProbe(tb testing.TB) *probe {
+	tb.Helper()
+	ctx := context.Background()
+	bin, err := os.ReadFile(testwasm.Path(tb, "as-jsonprobe"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rt := wazero.NewRuntime(ctx)
+	tb.Cleanup(func() { rt.Close(ctx) })
+	_, err = rt.NewHostModuleBuilder("env").NewFunctionBuilder().
+		WithFunc(func(msg, file, line, col uint32) { panic("AssemblyScript abort") }).Export("abort").Instantiate(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mod, err := rt.InstantiateWithConfig(ctx, bin, wazero.NewModuleConfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &probe{mod: mod, fn: map[string]api.Function{}}
+	for _, n := range []string{"alloc", "lastFound", "resultPtr", "resultLen", "probeInt", "probeBool", "probeString", "probeRaw", "write"} {
+		if p.fn[n] = mod.ExportedFunction(n); p.fn[n] == nil {
+			tb.Fatalf("probe module lacks %s", n)
+		}
+	}
+	return p
+}
+
+func (p *probe) call(tb testing.TB, name string, args ...uint64) uint64 {
+	tb.Helper()
+	res, err := p.fn[name].Call(context.Background(), args...)
+	if err != nil {
+		tb.Fatalf("%s: %v", name, err)
+	}
+	if len(res) == 0 {
+		return 0
+	}
+	return res[0]
+}
+
+func (p *probe) input(tb testing.TB, parts ...[]byte) {
+	tb.Helper()
+	n := 0
+	for _, b := range parts {
+		n += len(b)
+	}
+	ptr := uint32(p.call(tb, "alloc", uint64(n)))
+	for _, b := range parts {
+		if !p.mod.Memory().Write(ptr, b) {
+			tb.Fatal("probe input out of bounds")
+		}
+		ptr += uint32(len(b))
+	}
+}
+
+func (p *probe) result(tb testing.TB) ([]byte, bool) {
+	found := p.call(tb, "lastFound") == 1
+	ptr, n := uint32(p.call(tb, "resultPtr")), uint32(p.call(tb, "resultLen"))
+	b, ok := p.mod.Memory().Read(ptr, n)
+	if !ok {
+		tb.Fatal("probe result out of bounds")
+	}
+	return append([]byte(nil), b...), found
+}
+
+// compareGet checks every reader of the AssemblyScript library against the Go SDK.
+func (p *probe) compareGet(tb testing.TB, data []byte, key string) {
+	tb.Helper()
+	p.input(tb, data, []byte(key))
+	dl, kl := uint64(len(data)), uint64(len(key))
+
+	i := int64(p.call(tb, "probeInt", dl, kl))
+	iok := p.call(tb, "lastFound") == 1
+	if gi, gok := guest.JSONInt(data, key); gok != iok || (gok && gi != i) {
+		tb.Fatalf("data %q key %q: AS getInt = %d, %v; Go JSONInt = %d, %v", data, key, i, iok, gi, gok)
+	}
+	b := p.call(tb, "probeBool", dl, kl) == 1
+	bok := p.call(tb, "lastFound") == 1
+	if gb, gok := guest.JSONBool(data, key); gok != bok || (gok && gb != b) {
+		tb.Fatalf("data %q key %q: AS getBool = %v, %v; Go JSONBool = %v, %v", data, key, b, bok, gb, gok)
+	}
+	p.call(tb, "probeString", dl, kl)
+	s, sok := p.result(tb)
+	if gs, gok := guest.JSONString(data, key); gok != sok || (gok && string(gs) != string(s)) {
+		tb.Fatalf("data %q key %q: AS getString = %q, %v; Go JSONString = %q, %v", data, key, s, sok, gs, gok)
+	}
+	p.call(tb, "probeRaw", dl, kl)
+	r, rok := p.result(tb)
+	gr, gok := guest.JSONRaw(data, key)
+	if gok != rok || (gok && utf8.Valid(gr) && string(gr) != string(r)) {
+		tb.Fatalf("data %q key %q: AS getRaw = %q, %v; Go JSONRaw = %q, %v", data, key, r, rok, gr, gok)
+	}
+}
+
+var seeds = []struct{ data, key string }{
+	{`{"date":"2001/01/01 00:47","delay":66,"distance":1750,"origin":"DTW","destination":"LAS"}`, "delay"},
+	{`{"date":"2001/01/01 00:47","delay":66,"distance":1750,"origin":"DTW","destination":"LAS"}`, "destination"},
+	{`{"d":-9223372036854775808,"e":9223372036854775808}`, "d"},
+	{`{"d":-9223372036854775808,"e":9223372036854775808}`, "e"},
+	{`{"d\u0065lay":7}`, "delay"},
+	{`{"s":"a\"b\\c\n\u00e9\ud83d\ude00\ud800x"}`, "s"},
+	{"{\"s\":\"a\xffb\"}", "s"},
+	{`{"é":true,"f":false}`, "é"},
+	{`{"a":{"b":[1,2,{"c":"}"}]},"b":null}`, "b"},
+	{` { "x" : 1.5e3 , "y" : [ ] } `, "y"},
+	{`{"d":012}`, "d"},
+	{`{"d":1`, "d"},
+	{`{"a":1,"a":2}`, "a"},
+	{`not json`, "a"},
+	{``, "a"},
+}
+
+func TestReaderAgreesWithGo(t *testing.T) {
+	p := newProbe(t)
+	for _, s := range seeds {
+		p.compareGet(t, []byte(s.data), s.key)
+	}
+	// Nesting: 10000 levels are accepted (the encoding/json limit), more are not, and neither
+	// overflows the AssemblyScript stack.
+	for _, depth := range []int{9999, 10000, 10001, 100000} {
+		data := `{"a":` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + `,"b":1}`
+		p.compareGet(t, []byte(data), "b")
+		_, ok := guest.JSONInt([]byte(data), "b")
+		if ok != json.Valid([]byte(data)) || ok != (depth <= 10000) {
+			t.Errorf("depth %d: found = %v, encoding/json valid = %v", depth, ok, json.Valid([]byte(data)))
+		}
+	}
+}
+
+func FuzzReaderAgreesWithGo(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s.data), s.key)
+	}
+	p := newProbe(f)
+	f.Fuzz(func(t *testing.T, data []byte, key string) {
+		if !utf8.ValidString(key) || len(data) > 1<<16 {
+			t.Skip("keys are AssemblyScript strings: valid UTF-8 only")
+		}
+		p.compareGet(t, data, key)
+	})
+}
+
+func (p *probe) compareWrite(tb testing.TB, k, v string, i int64, b bool) {
+	tb.Helper()
+	p.input(tb, []byte(k), []byte(v))
+	var bi uint64
+	if b {
+		bi = 1
+	}
+	p.call(tb, "write", uint64(len(k)), uint64(len(v)), uint64(i), bi)
+	got, _ := p.result(tb)
+	o := guest.NewObject(nil)
+	o.Str(k, v).Int("i", i).Bool("b", b)
+	if want := o.Bytes(); string(got) != string(want) {
+		tb.Fatalf("AS writer %q, Go writer %q", got, want)
+	}
+}
+
+func TestWriterAgreesWithGo(t *testing.T) {
+	p := newProbe(t)
+	tests := []struct {
+		k, v string
+		i    int64
+		b    bool
+	}{
+		{"flights", "DTW", 0, false},
+		{"k\"\\", "a\"b\\c\n\r\t\b\f\x01\x1f/é😀\u2028\x7f", math.MinInt64, true},
+		{"", "", math.MaxInt64, false},
+		{"max_delay", "x", -1, true},
+		{"n", "1000000000000000000", 1000000000000000000, false},
+	}
+	for _, tt := range tests {
+		p.compareWrite(t, tt.k, tt.v, tt.i, tt.b)
+	}
+}
+
+func FuzzWriterAgreesWithGo(f *testing.F) {
+	f.Add("origin", "DTW", int64(66), true)
+	f.Add("k\"", "\x00\u00e9😀", int64(math.MinInt64), false)
+	p := newProbe(f)
+	f.Fuzz(func(t *testing.T, k, v string, i int64, b bool) {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			t.Skip("AssemblyScript strings are UTF-16: valid UTF-8 only")
+		}
+		p.compareWrite(t, k, v, i, b)
+	})
+}

@@ -1,0 +1,60 @@
+// Test module for wasmabi/as/json_test.go: exposes the library's JsonReader and JsonWriter so the
+// Go tests can check they agree with the Go SDK byte for byte. Not an ABI v1 handler.
+import { JsonReader, JsonWriter } from "../index";
+
+let input = new ArrayBuffer(0);
+let result = new ArrayBuffer(0);
+let found: bool = false;
+const reader = new JsonReader();
+const writer = new JsonWriter();
+
+/** Returns a buffer of n bytes for the next probe's input. */
+export function alloc(n: i32): usize {
+  input = new ArrayBuffer(n);
+  return changetype<usize>(input);
+}
+
+function keyAt(off: i32, len: i32): string {
+  return String.UTF8.decodeUnsafe(changetype<usize>(input) + <usize>off, len);
+}
+
+function setResult(s: string | null): void {
+  found = s !== null;
+  result = s === null ? new ArrayBuffer(0) : String.UTF8.encode(s, false, String.UTF8.ErrorMode.REPLACE);
+}
+
+/** Whether the last probe found its field. */
+export function lastFound(): i32 { return found ? 1 : 0; }
+/** The UTF-8 result of the last string probe. */
+export function resultPtr(): usize { return changetype<usize>(result); }
+export function resultLen(): i32 { return result.byteLength; }
+
+// Input layout for the get* probes: data at 0..dl, key at dl..dl+kl.
+export function probeInt(dl: i32, kl: i32): i64 {
+  const v = reader.reset(changetype<usize>(input), dl).getInt(keyAt(dl, kl));
+  found = reader.found;
+  return v;
+}
+
+export function probeBool(dl: i32, kl: i32): i32 {
+  const v = reader.reset(changetype<usize>(input), dl).getBool(keyAt(dl, kl));
+  found = reader.found;
+  return v ? 1 : 0;
+}
+
+export function probeString(dl: i32, kl: i32): void {
+  setResult(reader.reset(changetype<usize>(input), dl).getString(keyAt(dl, kl)));
+}
+
+export function probeRaw(dl: i32, kl: i32): void {
+  setResult(reader.reset(changetype<usize>(input), dl).getRaw(keyAt(dl, kl)));
+}
+
+// Input layout for write: key at 0..kl, string value at kl..kl+vl; writes
+// {key: value, "i": i, "b": b} and returns it as the result.
+export function write(kl: i32, vl: i32, i: i64, b: i32): void {
+  const k = keyAt(0, kl), v = keyAt(kl, vl);
+  const out = writer.begin().string(k, v).int("i", i).bool("b", b != 0).finish();
+  result = out;
+  found = true;
+}
