@@ -405,7 +405,7 @@ func testRaceShards(t *testing.T, s readmodel.Store) {
 		errs []error
 	)
 	for sh := 0; sh < shards; sh++ {
-		for copy := 0; copy < 2; copy++ { // the second copy is a concurrent replay
+		for dup := 0; dup < 2; dup++ { // the second copy is a concurrent replay
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
