@@ -338,12 +338,12 @@ func TestReadBufferGrowsForLargeDocuments(t *testing.T) {
 	}
 }
 
-// BenchmarkModules runs flightdelays over flights-20k in batches of 100 in each module, without a
-// per-batch deadline (compare with BenchmarkNative in ./flightdelays).
+// BenchmarkModules runs each example module over flights-20k in batches of 100, without a
+// per-batch deadline, in this test's minimal host (compare with BenchmarkNative in ./flightdelays).
 func BenchmarkModules(b *testing.B) {
 	evs := flights(b, "flights-20k.json")
 	bs := batches(b, evs, 100)
-	for _, module := range []string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS} {
+	for _, module := range []string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS, testwasm.CountGo, testwasm.CountAS} {
 		b.Run(module, func(b *testing.B) {
 			h := newMiniHost(b, module)
 			b.ResetTimer()

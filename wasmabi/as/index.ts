@@ -189,7 +189,10 @@ export class Batch {
   private shardLen: i32 = 0;
   decodeError: string | null = null;
   usageError: string | null = null;
-  private colls: Map<string, Map<string, Entry>> = new Map();
+  // Per-collection key maps; few collections per handler, so a linear scan (pointer equality
+  // first: collection names are usually the same string constant) beats hashing the name.
+  private collNames: Array<string> = [];
+  private collMaps: Array<Map<string, Entry>> = [];
   entries: Array<Entry> = [];
   private readBuf: ArrayBuffer = new ArrayBuffer(4096);
 
@@ -280,10 +283,8 @@ export class Batch {
    */
   read(collection: string, key: string): ArrayBuffer | null {
     if (!this.check(collection, key)) return null;
-    if (this.colls.has(collection)) {
-      const m = this.colls.get(collection);
-      if (m.has(key)) return m.get(key).doc;
-    }
+    const m = this.keys(collection);
+    if (m.has(key)) return m.get(key).doc;
     const cl = utf8Into(collScratch, collection);
     const kl = utf8Into(keyScratch, key);
     const cp = changetype<usize>(collScratch.buf), kp = changetype<usize>(keyScratch.buf);
@@ -303,14 +304,21 @@ export class Batch {
     return e.doc;
   }
 
-  private entry(collection: string, key: string): Entry {
-    let m: Map<string, Entry>;
-    if (this.colls.has(collection)) {
-      m = this.colls.get(collection);
-    } else {
-      m = new Map();
-      this.colls.set(collection, m);
+  private keys(collection: string): Map<string, Entry> {
+    const names = this.collNames;
+    const n = names.length;
+    for (let i = 0; i < n; i++) {
+      const c = unchecked(names[i]);
+      if (changetype<usize>(c) == changetype<usize>(collection) || c == collection) return unchecked(this.collMaps[i]);
     }
+    const m = new Map<string, Entry>();
+    names.push(collection);
+    this.collMaps.push(m);
+    return m;
+  }
+
+  private entry(collection: string, key: string): Entry {
+    const m = this.keys(collection);
     if (m.has(key)) return m.get(key);
     const e = new Entry(collection, key);
     m.set(key, e);
@@ -341,7 +349,8 @@ export class Batch {
 
   /** Prepares for a new batch at ptr..ptr+len; returns an error message or null. */
   begin(ptr: usize, len: i32): string | null {
-    this.colls.clear();
+    this.collNames.length = 0;
+    this.collMaps.length = 0;
     this.entries.length = 0;
     this.decodeError = null;
     this.usageError = null;
