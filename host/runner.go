@@ -140,7 +140,7 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 		r.commit = c
 	}
 	opts := []shardmap.Option{
-		shardmap.WithLogger(r.log),
+		shardmap.WithLogger(cfg.Logger),
 		shardmap.WithMaxStealsPerRound(cfg.MaxStealsPerRound),
 		shardmap.WithEvents(shardmap.Events{
 			Acquired:         r.onAcquired,

@@ -1,5 +1,3 @@
-//go:build projhost_root
-
 // Command projhost runs event-stream projections written as WebAssembly handlers. See
 // `projhost --help`.
 package main

@@ -1,5 +1,3 @@
-//go:build projhost_root
-
 package main
 
 import (

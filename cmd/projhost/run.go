@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/projhost/projhost/host"
+)
+
+func init() {
+	var sf storeFlags
+	var name, handler, workerID, logLevel string
+	var cfg host.RunnerConfig
+	var trusted bool
+	var deadline time.Duration
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run a projection's WASM handler over the local journal (one worker; start several to share the shards)",
+		Long: `Run is one worker of projection --name. It takes shard leases (sharing them with every other
+worker of the same projection on the same store), projects each owned shard's events through the
+handler into the read model, and saves cursors in batches. SIGINT/SIGTERM finish the current batch,
+save cursors, release leases and exit 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name == "" || handler == "" {
+				return fmt.Errorf("--name and --handler are required")
+			}
+			lvl := slog.LevelInfo
+			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level %q: use debug, info, warn or error", logLevel)
+			}
+			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+
+			wasm, err := os.ReadFile(handler)
+			if err != nil {
+				return fmt.Errorf("reading handler: %w", err)
+			}
+			j, err := openJournal(sf.data)
+			if err != nil {
+				return err
+			}
+			defer j.Close()
+			st, err := sf.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			rt, err := host.NewRuntime(ctx, host.WithLogger(logger))
+			if err != nil {
+				return err
+			}
+			defer rt.Close(context.Background())
+			mopts := []host.ModuleOption{host.WithTrusted(trusted)}
+			if deadline > 0 {
+				mopts = append(mopts, host.WithBatchDeadline(deadline))
+			}
+			mod, err := rt.Load(ctx, name, wasm, mopts...)
+			if err != nil {
+				return err
+			}
+			if workerID == "" {
+				hn, _ := os.Hostname()
+				workerID = fmt.Sprintf("%s-%d", hn, os.Getpid())
+			}
+			c := cfg
+			c.Projection, c.WorkerID, c.Logger = name, workerID, logger
+			c.Source, c.Leases, c.Cursors, c.ReadModel, c.Module = j, st.Leases, st.Cursors, st.ReadModel, mod
+			r, err := host.NewRunner(c)
+			if err != nil {
+				return err
+			}
+			var progressDone chan struct{}
+			if term.IsTerminal(int(os.Stderr.Fd())) {
+				progressDone = make(chan struct{})
+				pctx, cancel := context.WithCancel(ctx)
+				defer func() { cancel(); <-progressDone }()
+				go progress(pctx, os.Stderr, r, j, st, name, progressDone)
+			}
+			start := time.Now()
+			if err := r.Run(ctx); err != nil {
+				return err
+			}
+			s := r.Stats()
+			logger.Info("worker stopped", "events", s.Events, "batches", s.Batches, "cursor_saves", s.CursorSaves,
+				"handler_failures", s.Failures, "elapsed", time.Since(start).Round(time.Millisecond))
+			return nil
+		},
+	}
+	sf.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&name, "name", "", "projection name (workers with the same name share its shards)")
+	f.StringVar(&handler, "handler", "", "handler module (.wasm, projhost ABI v1)")
+	f.BoolVar(&cfg.UntilCaughtUp, "until-caught-up", false, "exit 0 once every shard's cursor reaches the journal's end")
+	f.IntVar(&cfg.BatchSize, "batch-size", 500, "max events per handler call")
+	f.DurationVar(&cfg.BatchWait, "batch-wait", 200*time.Millisecond, "max wait for a batch to fill")
+	f.IntVar(&cfg.CursorEveryEvents, "cursor-every-events", 2000, "save the cursor after this many events")
+	f.DurationVar(&cfg.CursorEvery, "cursor-every", time.Second, "save the cursor at least this often while events flow")
+	f.DurationVar(&cfg.LeaseDuration, "lease-duration", 10*time.Second, "lease duration: a worker silent this long loses its shards")
+	f.StringVar(&workerID, "worker-id", "", "unique worker id (default HOSTNAME-PID)")
+	f.BoolVar(&trusted, "trusted", false, "trust the handler: no per-batch deadline (faster; a runaway loop then hangs the shard)")
+	f.DurationVar(&deadline, "batch-deadline", 0, "per-batch deadline of the handler (default: the host's)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	rootCmd.AddCommand(cmd)
+}
+
+// progress prints events/s and lag once a second on a terminal.
+func progress(ctx context.Context, w io.Writer, r *host.Runner, hd host.Header, st *stores, name string, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var last int64
+	lastT := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprint(w, "\r\033[K")
+			return
+		case now := <-t.C:
+			s := r.Stats()
+			rate := float64(s.Events-last) / now.Sub(lastT).Seconds()
+			last, lastT = s.Events, now
+			lag := int64(0)
+			for _, id := range r.Owned() {
+				if l, err := shardLag(ctx, hd, st, name, id); err == nil {
+					lag += l
+				}
+			}
+			fmt.Fprintf(w, "\r\033[K%d shards  %d events  %.0f events/s  lag %d events", len(r.Owned()), s.Events, rate, lag)
+		}
+	}
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/projhost/projhost/host"
+)
+
+// projectionLister is implemented by lease stores that can list the projections they hold.
+type projectionLister interface {
+	Projections(ctx context.Context) ([]string, error)
+}
+
+// shardStatus is one row of `projhost status`.
+type shardStatus struct {
+	Projection string `json:"projection"`
+	Shard      string `json:"shard"`
+	Owner      string `json:"owner"`
+	State      string `json:"state"`
+	Epoch      int64  `json:"epoch"`
+	Cursor     string `json:"cursor"`
+	Head       string `json:"head"`
+	LagEvents  int64  `json:"lag_events"`
+}
+
+func init() {
+	var sf storeFlags
+	var name string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show each shard's lease owner, cursor, journal head and lag in events",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			j, err := openJournal(sf.data)
+			if err != nil {
+				return err
+			}
+			defer j.Close()
+			st, err := sf.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			names := []string{name}
+			if name == "" {
+				pl, ok := st.Leases.(projectionLister)
+				if !ok {
+					return fmt.Errorf("--name is required with --store %s", sf.store)
+				}
+				if names, err = pl.Projections(ctx); err != nil {
+					return err
+				}
+			}
+			shards, err := j.Shards(ctx)
+			if err != nil {
+				return err
+			}
+			var rows []shardStatus
+			for _, p := range names {
+				leases, err := st.Leases.List(ctx, p)
+				if err != nil {
+					return err
+				}
+				byShard := map[string]int{}
+				for i, l := range leases {
+					byShard[l.ShardID] = i
+				}
+				for _, sh := range shards {
+					row := shardStatus{Projection: p, Shard: sh.ID}
+					if i, ok := byShard[sh.ID]; ok {
+						row.Owner, row.State, row.Epoch = leases[i].Owner, string(leases[i].State), leases[i].Epoch
+					}
+					c, err := st.Cursors.Get(ctx, p, sh.ID)
+					if err != nil {
+						return err
+					}
+					row.Cursor = c.Seq
+					if row.Head, err = j.Head(ctx, sh.ID); err != nil {
+						return err
+					}
+					row.LagEvents = seqDiff(row.Head, row.Cursor)
+					rows = append(rows, row)
+				}
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				for _, r := range rows {
+					if err := enc.Encode(r); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			if len(rows) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "no projection has run on this store yet")
+				return nil
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "PROJECTION\tSHARD\tOWNER\tSTATE\tEPOCH\tCURSOR\tHEAD\tLAG (events)")
+			var total int64
+			for _, r := range rows {
+				owner := r.Owner
+				if owner == "" {
+					owner = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\n", r.Projection, r.Shard, owner, orDash(r.State), r.Epoch, orDash(r.Cursor), orDash(r.Head), r.LagEvents)
+				total += r.LagEvents
+			}
+			fmt.Fprintf(tw, "\t\t\t\t\t\ttotal\t%d\n", total)
+			return tw.Flush()
+		},
+	}
+	sf.register(cmd)
+	cmd.Flags().StringVar(&name, "name", "", "projection name (default: every projection in the store)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON lines instead of a table")
+	rootCmd.AddCommand(cmd)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// seqDiff returns head - cursor for decimal sequence numbers ("" = 0), never negative. The
+// journal numbers events 1, 2, 3... per shard, so this is the lag in events.
+func seqDiff(head, cursor string) int64 {
+	h, c := new(big.Int), new(big.Int)
+	if _, ok := h.SetString(orZero(head), 10); !ok {
+		return 0
+	}
+	if _, ok := c.SetString(orZero(cursor), 10); !ok {
+		return 0
+	}
+	d := h.Sub(h, c)
+	if d.Sign() < 0 || !d.IsInt64() {
+		return 0
+	}
+	return d.Int64()
+}
+
+func orZero(s string) string {
+	if s == "" {
+		return "0"
+	}
+	return s
+}
+
+// shardLag is the lag in events of one shard of projection name.
+func shardLag(ctx context.Context, hd host.Header, st *stores, name, shard string) (int64, error) {
+	head, err := hd.Head(ctx, shard)
+	if err != nil {
+		return 0, err
+	}
+	c, err := st.Cursors.Get(ctx, name, shard)
+	if err != nil {
+		return 0, err
+	}
+	return seqDiff(head, c.Seq), nil
+}
