@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -375,4 +376,60 @@ func cpuTime() time.Duration {
 func reportRates(b *testing.B, events int, cpu0 time.Duration) {
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(events), "cpu-ns/event")
+}
+
+// FuzzBatchDecoding feeds arbitrary bytes as a batch to the count handler natively and in both
+// modules: the AssemblyScript decoder must never trap, and must accept exactly the batches the Go
+// codec accepts, with the same result.
+func FuzzBatchDecoding(f *testing.F) {
+	evs := flights(f, "flights-2k.json")[:5]
+	for _, b := range batches(f, evs, 5) {
+		f.Add(b)
+		f.Add(b[:len(b)-1])
+		f.Add(append(append([]byte(nil), b...), 0))
+	}
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, '7', 1, 0, 'k', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{2, 0, 0, 0})
+	as := newMiniHost(f, testwasm.CountAS)
+	gw := newMiniHost(f, testwasm.CountGo)
+	f.Fuzz(func(t *testing.T, batch []byte) {
+		native := guest.NewNative(count.Handler)
+		_, events, decErr := wasmabi.DecodeBatch(batch)
+		var nerr error
+		if decErr == nil {
+			_, nerr = native.Run("s", events)
+		}
+		clear(as.store)
+		clear(gw.store)
+		asMsg, goMsg := as.run(t, batch), gw.run(t, batch)
+		if (decErr == nil && nerr == nil) != (goMsg == "") {
+			t.Fatalf("Go module: fail %q; native: decode %v, run %v", goMsg, decErr, nerr)
+		}
+		if decErr != nil && asMsg == "" {
+			t.Fatalf("Go codec rejects the batch (%v), AssemblyScript accepts it", decErr)
+		}
+		// Both SDKs decode lazily: the handler may fail on an early event before the decoder
+		// reaches a later malformed one. Handler messages must then be the same (unless they quote
+		// invalid UTF-8, which AssemblyScript strings cannot carry).
+		if !strings.HasPrefix(asMsg, "guest:") && !strings.HasPrefix(goMsg, "guest:") && utf8.ValidString(goMsg) && asMsg != goMsg {
+			t.Fatalf("fail messages differ: AssemblyScript %q, Go %q", asMsg, goMsg)
+		}
+		if decErr != nil || nerr != nil {
+			return
+		}
+		for _, e := range events {
+			if !utf8.Valid(e.PartitionKey) {
+				return // AssemblyScript strings cannot carry invalid UTF-8 keys unchanged
+			}
+		}
+		if asMsg != "" {
+			t.Fatalf("AssemblyScript fails a batch the Go codec and handler accept: %s", asMsg)
+		}
+		want := map[string][]byte{}
+		for k, d := range native.Collection(count.Collection) {
+			want[count.Collection+"/"+k] = d
+		}
+		diffStores(t, "count-go", gw.store, want)
+		diffStores(t, "count-as", as.store, want)
+	})
 }
