@@ -348,6 +348,22 @@ func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 	defer h.Close(context.WithoutCancel(ctx))
 	log.Info("shard started", "cursor", cur.Seq)
 
+	// Without transactions an interrupted Apply may have written part of its items: replay up to
+	// exactly its sequence number first (readmodel.HighWaterer).
+	replayTo := ""
+	if hw, ok := r.cfg.ReadModel.(readmodel.HighWaterer); ok && r.commit == nil {
+		seq, _, err := hw.HighWater(ctx, r.cfg.Projection, s.id)
+		if err != nil {
+			log.Warn("cannot read the read model's high-water mark: giving the shard up", "err", err)
+			r.giveUp(s)
+			return
+		}
+		if source.CompareSeq(seq, cur.Seq) > 0 {
+			replayTo = seq
+			log.Info("replaying up to an interrupted write", "cursor", cur.Seq, "replay_to", seq)
+		}
+	}
+
 	var p pending
 	p.seq = cur.Seq
 	lastSave := time.Now()
@@ -447,10 +463,31 @@ func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 			}
 			continue
 		}
-		if len(b.Events) > 0 {
-			if !r.handle(ctx, s, h, b.Events, ov, &p, log) {
+		evs := b.Events
+		if replayTo != "" && len(evs) > 0 {
+			n := 0
+			for n < len(evs) && source.CompareSeq(evs[n].Seq, replayTo) <= 0 {
+				n++
+			}
+			if n > 0 && !r.handle(ctx, s, h, evs[:n], ov, &p, log) {
 				return
 			}
+			evs = evs[n:]
+			if n > 0 && source.CompareSeq(p.seq, replayTo) >= 0 || len(evs) > 0 {
+				// The replayed range is complete (or the shard skipped past it): commit it alone.
+				if !saveRetry() {
+					return
+				}
+				replayTo = ""
+			}
+		}
+		if len(evs) > 0 {
+			if !r.handle(ctx, s, h, evs, ov, &p, log) {
+				return
+			}
+		}
+		if replayTo != "" {
+			continue // never commit part of the replayed range
 		}
 		if p.count >= r.cfg.CursorEveryEvents || (p.count > 0 && time.Since(lastSave) >= r.cfg.CursorEvery) {
 			if !saveRetry() {

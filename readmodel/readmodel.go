@@ -62,3 +62,12 @@ type Committer interface {
 	// Errors: ErrFenced (wrapping cursorstore.ErrFenced too) when w.Epoch is stale.
 	Commit(ctx context.Context, w Write) error
 }
+
+// HighWaterer is implemented by stores without transactions (DynamoDB) where an Apply can stop
+// half-way (a crash between item writes). HighWater returns the highest sequence number an Apply
+// of the shard began with ("" when none). A runner resuming from a cursor below it must make its
+// first Write end exactly at that sequence number: items the interrupted Apply already wrote then
+// carry that marker and are skipped, the others are written, and no event counts twice.
+type HighWaterer interface {
+	HighWater(ctx context.Context, projection, shardID string) (seq string, epoch int64, err error)
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/projhost/projhost/cursorstore"
+	"github.com/projhost/projhost/internal/dynamotables"
 	"github.com/projhost/projhost/local"
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/shardmap"
@@ -30,7 +31,7 @@ func (f *storeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.data, "data", defaultDataDir, "data directory of the local journal and embedded store")
 	cmd.Flags().StringVar(&f.store, "store", "sqlite", "where leases, cursors and read models live: sqlite (embedded, in --data) or dynamodb")
 	cmd.Flags().StringVar(&f.endpoint, "dynamodb-endpoint", "", "DynamoDB endpoint URL, e.g. http://127.0.0.1:8000 for DynamoDB Local (default: the AWS default chain)")
-	cmd.Flags().StringVar(&f.prefix, "table-prefix", "projhost-", "prefix of the DynamoDB table names")
+	cmd.Flags().StringVar(&f.prefix, "table-prefix", dynamotables.DefaultPrefix, "prefix of the DynamoDB table names")
 	cmd.Flags().StringVar(&f.region, "region", "", "AWS region (default: from the AWS config; us-east-1 with a local endpoint)")
 }
 
