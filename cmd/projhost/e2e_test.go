@@ -429,6 +429,7 @@ func TestGracefulHandover(t *testing.T) {
 	b := startWorker(t, "b", args...)
 	waitOwners(t, dir, "flights", 15*time.Second, func(m map[string]int) bool { return m["a"] == 4 && m["b"] == 4 })
 	projhost(t, "journal", "append", "--data", dir, flightsFile(t, fs[10000:]))
+	beforeStop := len(a.log())
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, a.wait(t, 30*time.Second))
 	waitOwners(t, dir, "flights", 15*time.Second, func(m map[string]int) bool { return m["b"] == 8 })
@@ -438,11 +439,14 @@ func TestGracefulHandover(t *testing.T) {
 
 	flightcheck.Check(t, fs, readModel(t, dir, "flights"))
 	cw.check(t)
+	// Balancing moves shards by release (graceful) or by steal (the victim drops its unsaved work and
+	// the thief replays it; fencing keeps the read model exact, as checked above). Every release
+	// must hand over exactly; the SIGTERM must release all 4 remaining shards.
 	released := map[string]string{}
 	for _, m := range reReleased.FindAllStringSubmatch(a.log(), -1) {
 		released[m[1]] = m[2]
 	}
-	require.Len(t, released, 8, "a released all its shards: 4 to balance, 4 at SIGTERM")
+	require.Len(t, reReleased.FindAllStringSubmatch(a.log()[beforeStop:], -1), 4, "a released its 4 shards at SIGTERM")
 	startedB := map[string][]string{}
 	for _, m := range reStarted.FindAllStringSubmatch(b.log(), -1) {
 		startedB[m[1]] = append(startedB[m[1]], m[2])
