@@ -67,9 +67,9 @@ type ShardReader interface {
 	Close() error
 }
 
-// SeqWidth is the width sequence numbers are zero-padded to for string comparison: 128-bit
-// numbers have at most 39 decimal digits.
-const SeqWidth = 40
+// SeqWidth is the width sequence numbers are zero-padded to for string comparison: the Kinesis
+// API pattern for sequence numbers is 0|([1-9]\d{0,128}), at most 129 digits.
+const SeqWidth = 129
 
 // PadSeq left-pads a decimal sequence number with zeros to SeqWidth so that padded numbers
 // compare as strings in numeric order. "" stays "" (no sequence: before everything).

@@ -33,9 +33,10 @@ const (
 )
 
 // Limits of ABI v1. Sources: Kinesis partition keys are at most 256 characters and records at
-// most 1 MiB (Amazon Kinesis Data Streams quotas); sequence numbers are up to 128-bit decimals.
+// most 1 MiB (Amazon Kinesis Data Streams quotas); sequence numbers match the Kinesis API pattern
+// 0|([1-9]\d{0,128}), so at most 129 decimal digits (real ones have 56).
 const (
-	MaxSeqLen        = 128
+	MaxSeqLen        = 129
 	MaxShardIDLen    = 256
 	MaxKeyLen        = 256 // partition key
 	MaxDataLen       = 1 << 20

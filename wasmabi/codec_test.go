@@ -1,0 +1,212 @@
+package wasmabi
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func sampleEvents() []Event {
+	return []Event{
+		{Seq: []byte("1"), PartitionKey: []byte("DTW"), ArrivalMs: 1700000000000, Data: []byte(`{"origin":"DTW"}`)},
+		{Seq: []byte("49590338271490256608559692538361571095921575989136588898"), PartitionKey: nil, ArrivalMs: -1, Data: nil},
+		{Seq: []byte(strings.Repeat("9", MaxSeqLen)), PartitionKey: []byte(strings.Repeat("k", MaxKeyLen)), Data: bytes.Repeat([]byte{0}, 1000)},
+	}
+}
+
+func TestBatchRoundTrip(t *testing.T) {
+	evs := sampleEvents()
+	buf, err := AppendBatch(nil, "shardId-000000000007", evs)
+	require.NoError(t, err)
+	require.Len(t, buf, BatchSize("shardId-000000000007", evs))
+	// The header, byte by byte (ABI.md §2).
+	require.Equal(t, uint32(1), binary.LittleEndian.Uint32(buf[0:]))
+	require.Equal(t, uint32(0), binary.LittleEndian.Uint32(buf[4:]))
+	require.Equal(t, uint32(3), binary.LittleEndian.Uint32(buf[8:]))
+	require.Equal(t, uint16(20), binary.LittleEndian.Uint16(buf[12:]))
+	require.Equal(t, "shardId-000000000007", string(buf[14:34]))
+	require.Equal(t, uint16(1), binary.LittleEndian.Uint16(buf[34:]))
+	require.Equal(t, byte('1'), buf[36])
+
+	shard, got, err := DecodeBatch(buf)
+	require.NoError(t, err)
+	require.Equal(t, "shardId-000000000007", shard)
+	require.Len(t, got, 3)
+	for i := range evs {
+		require.Equal(t, string(evs[i].Seq), string(got[i].Seq))
+		require.Equal(t, string(evs[i].PartitionKey), string(got[i].PartitionKey))
+		require.Equal(t, evs[i].ArrivalMs, got[i].ArrivalMs)
+		require.Equal(t, string(evs[i].Data), string(got[i].Data))
+	}
+}
+
+func TestAppendBatchLimits(t *testing.T) {
+	cases := []struct {
+		name  string
+		shard string
+		ev    Event
+		msg   string
+	}{
+		{"empty seq", "s", Event{}, "sequence number length 0"},
+		{"long seq", "s", Event{Seq: bytes.Repeat([]byte("1"), MaxSeqLen+1)}, "sequence number length 130"},
+		{"long key", "s", Event{Seq: []byte("1"), PartitionKey: make([]byte, MaxKeyLen+1)}, "partition key of 257 bytes"},
+		{"big data", "s", Event{Seq: []byte("1"), Data: make([]byte, MaxDataLen+1)}, "event data of 1048577 bytes"},
+		{"long shard", strings.Repeat("s", MaxShardIDLen+1), Event{Seq: []byte("1")}, "shard id of 257 bytes"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := AppendBatch(nil, c.shard, []Event{c.ev})
+			require.ErrorIs(t, err, ErrMalformed)
+			require.Contains(t, err.Error(), c.msg)
+		})
+	}
+}
+
+func TestBatchReaderRejects(t *testing.T) {
+	good, err := AppendBatch(nil, "s", sampleEvents()[:1])
+	require.NoError(t, err)
+	bad := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
+	cases := []struct {
+		name string
+		in   []byte
+		msg  string
+	}{
+		{"short header", good[:10], "shorter than its 14-byte header"},
+		{"version", bad(func(b []byte) []byte { b[0] = 2; return b }), "batch ABI version 2"},
+		{"shard len", bad(func(b []byte) []byte { b[12] = 200; return b }), "shard id length 200"},
+		{"truncated event", good[:len(good)-3], "data truncated"},
+		{"trailing", append(append([]byte(nil), good...), 0), "1 trailing bytes"},
+		{"count too high", bad(func(b []byte) []byte { b[8] = 2; return b }), "event 1: sequence number truncated"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := DecodeBatch(c.in)
+			require.ErrorIs(t, err, ErrMalformed)
+			require.Contains(t, err.Error(), c.msg)
+		})
+	}
+}
+
+func TestOutputRoundTrip(t *testing.T) {
+	var w OutputWriter
+	w.Reset()
+	w.Put("airports", "DTW", []byte(`{"flights":1}`))
+	w.Delete("routes", "DTW-LAS")
+	w.Put("airports", "DTW", []byte(`{"flights":2}`))
+	require.Equal(t, 3, w.Count())
+	var got []string
+	err := DecodeOutput(w.Buf, validObject, func(m Mutation) error {
+		got = append(got, fmt.Sprintf("%d %s/%s %s", m.Op, m.Collection, m.Key, m.Doc))
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{`1 airports/DTW {"flights":1}`, `2 routes/DTW-LAS `, `1 airports/DTW {"flights":2}`}, got)
+	require.NoError(t, DecodeOutput(nil, nil, func(Mutation) error { t.Fatal("no mutation expected"); return nil }))
+	w.Reset()
+	require.Equal(t, []byte{1, 0, 0, 0, 0, 0, 0, 0}, w.Buf)
+}
+
+func validObject(doc []byte) error {
+	var m map[string]any
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return errors.New("document is not a JSON object")
+	}
+	return nil
+}
+
+func TestDecodeOutputRejects(t *testing.T) {
+	mk := func(f func(w *OutputWriter)) []byte {
+		var w OutputWriter
+		w.Reset()
+		f(&w)
+		return w.Buf
+	}
+	put := mk(func(w *OutputWriter) { w.Put("c", "k", []byte(`{}`)) })
+	cases := []struct {
+		name string
+		in   []byte
+		msg  string
+	}{
+		{"short", []byte{1, 0, 0}, "shorter than its 8-byte header"},
+		{"version", append([]byte{9, 0, 0, 0}, put[4:]...), "output ABI version 9"},
+		{"bad op", func() []byte { b := append([]byte(nil), put...); b[8] = 7; return b }(), "unknown op 7"},
+		{"bad collection", mk(func(w *OutputWriter) { w.Put("a b", "k", []byte(`{}`)) }), "collection name"},
+		{"empty key", mk(func(w *OutputWriter) { w.Put("c", "", []byte(`{}`)) }), "key missing"},
+		{"nul key", mk(func(w *OutputWriter) { w.Put("c", "a\x00", []byte(`{}`)) }), "containing NUL"},
+		{"not object", mk(func(w *OutputWriter) { w.Put("c", "k", []byte(`[1]`)) }), "not a JSON object"},
+		{"truncated", put[:len(put)-1], "truncated"},
+		{"trailing", append(append([]byte(nil), put...), 1), "1 trailing bytes"},
+		{"count too high", func() []byte { b := append([]byte(nil), put...); b[4] = 2; return b }(), "mutation 1 of 2: output truncated"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := DecodeOutput(c.in, validObject, func(Mutation) error { return nil })
+			require.ErrorIs(t, err, ErrMalformed)
+			require.Contains(t, err.Error(), c.msg)
+		})
+	}
+}
+
+func TestValidNames(t *testing.T) {
+	require.True(t, ValidCollection([]byte("air_ports-1.v2")))
+	require.False(t, ValidCollection([]byte("")))
+	require.False(t, ValidCollection([]byte("a/b")))
+	require.False(t, ValidCollection(bytes.Repeat([]byte("a"), 256)))
+	require.True(t, ValidDocKey([]byte("DTW-LAS ü")))
+	require.False(t, ValidDocKey(bytes.Repeat([]byte("a"), 1025)))
+}
+
+func FuzzDecodeBatch(f *testing.F) {
+	good, _ := AppendBatch(nil, "shard", sampleEvents())
+	f.Add(good)
+	f.Add(good[:20])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		shard, evs, err := DecodeBatch(in)
+		if err != nil {
+			require.ErrorIs(t, err, ErrMalformed)
+			return
+		}
+		// A batch that decodes re-encodes to the same bytes, but for the reserved flags
+		// (ignored by readers, written as 0).
+		out, err := AppendBatch(nil, shard, evs)
+		require.NoError(t, err)
+		want := append([]byte(nil), in...)
+		copy(want[4:8], []byte{0, 0, 0, 0})
+		require.Equal(t, want, out)
+	})
+}
+
+func FuzzDecodeOutput(f *testing.F) {
+	var w OutputWriter
+	w.Reset()
+	w.Put("airports", "DTW", []byte(`{"flights":1}`))
+	w.Delete("routes", "A-B")
+	f.Add(w.Buf)
+	f.Add([]byte{1, 0, 0, 0, 1, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var re OutputWriter
+		re.Reset()
+		err := DecodeOutput(in, validObject, func(m Mutation) error {
+			if m.Op == OpPut {
+				re.Put(string(m.Collection), string(m.Key), m.Doc)
+			} else {
+				re.Delete(string(m.Collection), string(m.Key))
+			}
+			return nil
+		})
+		if err != nil {
+			require.ErrorIs(t, err, ErrMalformed)
+			return
+		}
+		if len(in) > 0 {
+			require.Equal(t, in, re.Buf)
+		}
+	})
+}
