@@ -27,5 +27,23 @@ include plugins/examples/examples.mk
 test: deps wasm
 	$(GO) test -race -count=1 ./...
 
+# The demo: 20,000 real flight records through flightdelays (AssemblyScript) on a 4-shard journal.
+DEMO_DIR := .projhost-demo
+DEMO_SQL := SELECT key AS airport, json_extract(doc,'$$.flights') AS flights, \
+	round(1.0*json_extract(doc,'$$.total_delay')/json_extract(doc,'$$.flights'),1) AS avg_delay_min, \
+	json_extract(doc,'$$.delayed') AS delayed_over_15min, json_extract(doc,'$$.max_delay') AS max_delay_min \
+	FROM docs WHERE projection='flights' AND collection='airports' AND json_extract(doc,'$$.flights') >= 100 \
+	ORDER BY avg_delay_min DESC LIMIT 10
+
+demo: build build/wasm/flightdelays-as.wasm
+	rm -rf $(DEMO_DIR)
+	./bin/projhost journal create --data $(DEMO_DIR) --shards 4
+	./bin/projhost journal append --data $(DEMO_DIR) --key-field origin plugins/examples/flightdelays/data/flights-20k.json
+	./bin/projhost run --data $(DEMO_DIR) --name flights --handler build/wasm/flightdelays-as.wasm --until-caught-up --log-level warn
+	./bin/projhost status --data $(DEMO_DIR) --name flights
+	@echo
+	@echo "The ten airports with the highest average arrival delay (at least 100 flights), from the read model:"
+	@./bin/projhost sql --data $(DEMO_DIR) "$(DEMO_SQL)"
+
 clean:
-	rm -rf bin build .projhost
+	rm -rf bin build .projhost $(DEMO_DIR)
