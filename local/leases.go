@@ -100,3 +100,21 @@ func (l *Leases) Update(ctx context.Context, le shardmap.Lease) (shardmap.Lease,
 	le.Counter++
 	return le, nil
 }
+
+// Projections returns the names of the projections that have leases in the store, sorted.
+func (l *Leases) Projections(ctx context.Context) ([]string, error) {
+	rows, err := l.s.db.QueryContext(ctx, `SELECT DISTINCT projection FROM leases ORDER BY projection`)
+	if err != nil {
+		return nil, fmt.Errorf("local: list projections: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return nil, fmt.Errorf("local: list projections: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}

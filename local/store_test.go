@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/shardmap"
 )
@@ -271,4 +273,25 @@ func FuzzLeaseParents(f *testing.F) {
 		}
 		t.Fatalf("lease %s not listed", l.ShardID)
 	})
+}
+
+func TestLeasesProjections(t *testing.T) {
+	st, err := Open(t.TempDir())
+	require.NoError(t, err)
+	defer st.Close()
+	ctx := context.Background()
+	got, err := st.Leases().Projections(ctx)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	for _, p := range []string{"zeta", "alpha", "zeta"} {
+		for _, sh := range []string{"s1", "s2"} {
+			err := st.Leases().Create(ctx, shardmap.Lease{Projection: p, ShardID: sh, State: shardmap.StateActive})
+			if err != nil {
+				require.ErrorIs(t, err, shardmap.ErrExists)
+			}
+		}
+	}
+	got, err = st.Leases().Projections(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"alpha", "zeta"}, got)
 }
