@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/projhost/projhost/cursorstore/dynamo"
 	"github.com/projhost/projhost/internal/dynamotables"
 	"github.com/projhost/projhost/internal/dynamotest"
+	"github.com/projhost/projhost/source"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
@@ -87,8 +89,9 @@ func TestSaveOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sp, ok := out.Item["seqp"].(*types.AttributeValueMemberS); !ok || len(sp.Value) != 56 {
-		t.Fatalf("seqp = %#v, want the 56-digit sequence (longer than the pad width, unchanged)", out.Item["seqp"])
+	if sp, ok := out.Item["seqp"].(*types.AttributeValueMemberS); !ok || len(sp.Value) != source.SeqWidth ||
+		strings.TrimLeft(sp.Value, "0") != "49590338271490256608559692538361571095921575989136588898" {
+		t.Fatalf("seqp = %#v, want the 56-digit sequence zero-padded to %d digits", out.Item["seqp"], source.SeqWidth)
 	}
 }
 
