@@ -18,6 +18,7 @@ import (
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/readmodel/dynamo"
 	"github.com/projhost/projhost/readmodel/readmodeltest"
+	"github.com/projhost/projhost/source"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
@@ -131,8 +132,8 @@ func TestItemLayout(t *testing.T) {
 	if n, ok := doc.Value["count"].(*types.AttributeValueMemberN); !ok || n.Value != "2" {
 		t.Errorf("doc.count = %#v, want N 2", doc.Value["count"])
 	}
-	if m, ok := it["seq:shardId-1"].(*types.AttributeValueMemberS); !ok || m.Value != strings.Repeat("0", 38)+"42" {
-		t.Errorf("seq marker = %#v, want 40-digit zero-padded 42", it["seq:shardId-1"])
+	if m, ok := it["seq:shardId-1"].(*types.AttributeValueMemberS); !ok || m.Value != strings.Repeat("0", source.SeqWidth-2)+"42" {
+		t.Errorf("seq marker = %#v, want 42 zero-padded to source.SeqWidth digits", it["seq:shardId-1"])
 	}
 	if m, ok := it["epoch:shardId-1"].(*types.AttributeValueMemberN); !ok || m.Value != "3" {
 		t.Errorf("epoch marker = %#v, want N 3", it["epoch:shardId-1"])
