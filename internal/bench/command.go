@@ -1,0 +1,249 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/projhost/projhost/source"
+	"github.com/projhost/projhost/wasmabi/guest"
+)
+
+// Command returns the `bench` command with its subcommands handler, native and e2e. natives are
+// the Go handlers compiled into the binary that `bench native --example NAME` and `bench handler
+// --native NAME` can run as the native baseline (nil: none). Output goes to the command's
+// stdout; logs (warnings and errors of the host and guests) and progress to its stderr.
+func Command(natives map[string]guest.Handler) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure handler throughput, module costs and end-to-end rates (prints tables)",
+		Long: `bench measures projhost on this machine and prints tables. Throughputs are wall-clock
+events per second of one goroutine, the median of repeated passes over the events.
+
+  bench handler  a module through the host against an in-memory read model
+  bench native   a Go example handler without WebAssembly (the baseline)
+  bench e2e      journal append and a runner projecting into the embedded store`,
+		Args: cobra.NoArgs,
+	}
+	root.AddCommand(handlerCommand(natives), nativeCommand(natives), e2eCommand())
+	return root
+}
+
+// passFlags are the flags shared by handler and native.
+type passFlags struct {
+	events, keyField, batchSizes string
+	repeat                       int
+	duration                     time.Duration
+}
+
+func (p *passFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&p.events, "events", "", "events file: JSON array or JSON lines, gzip ok (required)")
+	f.StringVar(&p.keyField, "key-field", DefaultKeyField, "top-level JSON field used as the partition key")
+	f.StringVar(&p.batchSizes, "batch-sizes", "1,100,1000", "comma-separated events per handler call")
+	f.DurationVar(&p.duration, "duration", DefaultDuration, "measuring time per batch size (and deadline setting)")
+	f.IntVar(&p.repeat, "repeat", 1, "replicate the file's events this many times per pass")
+}
+
+// load checks the flags and loads the events.
+func (p *passFlags) load() (*loaded, error) {
+	if p.events == "" {
+		return nil, fmt.Errorf("%w: --events is required", ErrArgs)
+	}
+	sizes, err := ParseInts(p.batchSizes)
+	if err != nil {
+		return nil, fmt.Errorf("--batch-sizes: %w", err)
+	}
+	if p.duration <= 0 {
+		return nil, fmt.Errorf("%w: --duration %v must be positive", ErrArgs, p.duration)
+	}
+	if p.repeat < 1 {
+		return nil, fmt.Errorf("%w: --repeat %d must be at least 1", ErrArgs, p.repeat)
+	}
+	evs, err := LoadEvents(p.events, p.keyField, p.repeat)
+	if err != nil {
+		return nil, err
+	}
+	return &loaded{events: evs, sizes: sizes}, nil
+}
+
+type loaded struct {
+	events []source.Event
+	sizes  []int
+}
+
+func logger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func nativeNames(natives map[string]guest.Handler) string {
+	names := make([]string, 0, len(natives))
+	for n := range natives {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return "none in this build"
+	}
+	return strings.Join(names, ", ")
+}
+
+func lookupNative(natives map[string]guest.Handler, name string) (guest.Handler, error) {
+	h, ok := natives[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: no native handler %q (available: %s)", ErrArgs, name, nativeNames(natives))
+	}
+	return h, nil
+}
+
+func handlerCommand(natives map[string]guest.Handler) *cobra.Command {
+	var pf passFlags
+	var handlers []string
+	var native string
+	cmd := &cobra.Command{
+		Use:   "handler --handler H.wasm [--handler H2.wasm] --events FILE",
+		Short: "Module compile/instantiate/memory costs and events/s by batch size, deadline on and off",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(handlers) == 0 {
+				return fmt.Errorf("%w: --handler is required", ErrArgs)
+			}
+			var nh guest.Handler
+			if native != "" {
+				var err error
+				if nh, err = lookupNative(natives, native); err != nil {
+					return err
+				}
+			}
+			wasms := make([][]byte, len(handlers))
+			for i, p := range handlers {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return fmt.Errorf("reading handler: %w", err)
+				}
+				wasms[i] = b
+			}
+			l, err := pf.load()
+			if err != nil {
+				return err
+			}
+			out, lg := cmd.OutOrStdout(), logger(cmd.ErrOrStderr())
+			var reps []*HandlerReport
+			for i, p := range handlers {
+				rep, err := MeasureHandler(cmd.Context(), HandlerOptions{
+					Name: filepath.Base(p), WASM: wasms[i], Events: l.events, BatchSizes: l.sizes,
+					Duration: pf.duration, Logger: lg,
+				})
+				if err != nil {
+					return err
+				}
+				if i > 0 {
+					fmt.Fprintln(out)
+				}
+				if err := WriteHandler(out, rep); err != nil {
+					return err
+				}
+				reps = append(reps, rep)
+			}
+			if nh == nil {
+				return nil
+			}
+			nrep, err := MeasureNative(native, nh, l.events, l.sizes, pf.duration)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(out)
+			return WriteComparison(out, nrep, reps)
+		},
+	}
+	pf.register(cmd)
+	cmd.Flags().StringArrayVar(&handlers, "handler", nil, "handler module (.wasm); repeat to measure several")
+	cmd.Flags().StringVar(&native, "native", "", "also measure this Go handler natively and print wasm/native ratios ("+nativeNames(natives)+")")
+	return cmd
+}
+
+func nativeCommand(natives map[string]guest.Handler) *cobra.Command {
+	var pf passFlags
+	var example string
+	cmd := &cobra.Command{
+		Use:   "native --events FILE [--example NAME]",
+		Short: "The native (no WebAssembly) baseline of a Go example handler, by batch size",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, err := lookupNative(natives, example)
+			if err != nil {
+				return err
+			}
+			l, err := pf.load()
+			if err != nil {
+				return err
+			}
+			rep, err := MeasureNative(example, h, l.events, l.sizes, pf.duration)
+			if err != nil {
+				return err
+			}
+			return WriteNative(cmd.OutOrStdout(), rep)
+		},
+	}
+	pf.register(cmd)
+	cmd.Flags().StringVar(&example, "example", "flightdelays", "Go handler to run ("+nativeNames(natives)+")")
+	return cmd
+}
+
+func e2eCommand() *cobra.Command {
+	var o E2EOptions
+	var handler, shards string
+	cmd := &cobra.Command{
+		Use:   "e2e --handler H.wasm --events FILE [--shards 4,16,100]",
+		Short: "Append the events to a fresh N-shard journal, then project them with one runner until caught up",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if handler == "" || o.EventsPath == "" {
+				return fmt.Errorf("%w: --handler and --events are required", ErrArgs)
+			}
+			var err error
+			if o.Shards, err = ParseInts(shards); err != nil {
+				return fmt.Errorf("--shards: %w", err)
+			}
+			if o.Repeat < 1 {
+				return fmt.Errorf("%w: --repeat %d must be at least 1", ErrArgs, o.Repeat)
+			}
+			if o.BatchSize < 1 {
+				return fmt.Errorf("%w: --batch-size %d must be at least 1", ErrArgs, o.BatchSize)
+			}
+			if o.WASM, err = os.ReadFile(handler); err != nil {
+				return fmt.Errorf("reading handler: %w", err)
+			}
+			if _, err := os.Stat(o.EventsPath); err != nil {
+				return fmt.Errorf("reading events: %w", err)
+			}
+			o.Name = filepath.Base(handler)
+			errw := cmd.ErrOrStderr()
+			o.Logger = logger(errw)
+			res, err := MeasureE2E(cmd.Context(), o, func(r E2EResult) {
+				fmt.Fprintf(errw, "e2e %s: %d shards: %d events projected in %s\n", o.Name, r.Shards, r.Stats.Events, Dur(r.ProjectTime))
+			})
+			if err != nil {
+				return err
+			}
+			return WriteE2E(cmd.OutOrStdout(), o.Name, o.Trusted, res)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&handler, "handler", "", "handler module (.wasm) (required)")
+	f.StringVar(&o.EventsPath, "events", "", "events file: JSON array or JSON lines, gzip ok; streamed (required)")
+	f.StringVar(&o.KeyField, "key-field", DefaultKeyField, "top-level JSON field used as the partition key")
+	f.StringVar(&shards, "shards", "4,16,100", "comma-separated journal shard counts, one run each")
+	f.IntVar(&o.Repeat, "repeat", 1, "append the file's events this many times")
+	f.BoolVar(&o.Trusted, "trusted", false, "load the handler without the per-batch deadline")
+	f.IntVar(&o.BatchSize, "batch-size", 500, "max events per handler call (the runner's batch size)")
+	f.StringVar(&o.TempDir, "tmp", "", "parent directory of the temporary journals and stores (default: the system temp dir)")
+	return cmd
+}

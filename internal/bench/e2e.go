@@ -1,0 +1,249 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/internal/eventfile"
+	"github.com/projhost/projhost/local"
+	"github.com/projhost/projhost/shardmap"
+	"github.com/projhost/projhost/source/journal"
+)
+
+// ErrIncomplete is wrapped by the error of MeasureE2E when the runner stopped without handling
+// every appended event or with failed batches.
+var ErrIncomplete = errors.New("bench: projection incomplete")
+
+// E2EOptions configures MeasureE2E.
+type E2EOptions struct {
+	Name       string // module name, e.g. "flightdelays-as.wasm"; required
+	WASM       []byte // required
+	Trusted    bool   // load the module without the per-batch deadline (host.WithTrusted)
+	EventsPath string // events file (JSON array or JSON lines, gzip ok), streamed; required
+	KeyField   string // partition key field; default DefaultKeyField
+	Repeat     int    // append the file's events this many times; default 1
+	Shards     []int  // journal shard counts, one run each; default DefaultShardCounts
+	BatchSize  int    // host.RunnerConfig.BatchSize; default 500 (the runner's default)
+	// TempDir is where each run's journal and store directory is created (and removed); default
+	// os.TempDir().
+	TempDir string
+	Logger  *slog.Logger // runner and guest logs; default slog.Default()
+}
+
+// E2EResult is one run of MeasureE2E.
+type E2EResult struct {
+	Shards int
+	Events int64 // events appended (and projected)
+
+	// AppendTime is the time spent in journal.Append calls of journal.TxEvents events each
+	// (file reading and JSON scanning excluded).
+	AppendTime time.Duration
+	// ProjectTime is the wall time of host.Runner.Run with UntilCaughtUp, from start (lease
+	// creation and acquisition included) until every shard's cursor is at its head (the
+	// runner checks every 250 ms, so up to that much is idle time).
+	ProjectTime time.Duration
+	Stats       host.Stats // the runner's counters at the end
+	// LeaseCreates, LeaseUpdates and LeaseLists count the runner's calls to the lease store
+	// (updates are acquisitions, renewals and releases).
+	LeaseCreates, LeaseUpdates, LeaseLists int64
+}
+
+// AppendRate returns appended events per second (0 when nothing was timed).
+func (r E2EResult) AppendRate() float64 { return rate(r.Events, r.AppendTime) }
+
+// ProjectRate returns projected events per second (0 when nothing was timed).
+func (r E2EResult) ProjectRate() float64 { return rate(r.Events, r.ProjectTime) }
+
+// CursorSavesPer100 returns the cursor writes per 100 handled events.
+func (r E2EResult) CursorSavesPer100() float64 {
+	if r.Stats.Events == 0 {
+		return 0
+	}
+	return float64(r.Stats.CursorSaves) * 100 / float64(r.Stats.Events)
+}
+
+func rate(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// MeasureE2E runs, for each shard count, the whole local pipeline on fresh state: it creates a
+// journal with that many shards in a new temporary directory, appends the events of
+// opts.EventsPath (opts.Repeat times) and projects them with one in-process host.Runner (one
+// worker, embedded SQLite store in the same directory, lease store wrapped to count its calls)
+// until caught up. onResult, when not nil, is called after each run (to print progressively).
+//
+// Errors: ErrArgs for bad options; file, journal, store and host errors; ErrIncomplete when the
+// runner handled fewer events than appended or had failed batches; ctx's error.
+func MeasureE2E(ctx context.Context, opts E2EOptions, onResult func(E2EResult)) ([]E2EResult, error) {
+	if opts.Name == "" || len(opts.WASM) == 0 || opts.EventsPath == "" {
+		return nil, fmt.Errorf("%w: a module, its name and an events file are required", ErrArgs)
+	}
+	if opts.KeyField == "" {
+		opts.KeyField = DefaultKeyField
+	}
+	opts.Repeat = max(opts.Repeat, 1)
+	if len(opts.Shards) == 0 {
+		opts.Shards = DefaultShardCounts
+	}
+	for _, n := range opts.Shards {
+		if n <= 0 {
+			return nil, fmt.Errorf("%w: shard count %d is not positive", ErrArgs, n)
+		}
+	}
+	if opts.BatchSize < 0 {
+		return nil, fmt.Errorf("%w: negative batch size %d", ErrArgs, opts.BatchSize)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	cacheDir, err := os.MkdirTemp(opts.TempDir, "projhost-bench-cache-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: compilation cache dir: %w", err)
+	}
+	defer os.RemoveAll(cacheDir)
+	rt, err := host.NewRuntime(ctx, host.WithCacheDir(cacheDir), host.WithLogger(opts.Logger))
+	if err != nil {
+		return nil, err
+	}
+	defer rt.Close(context.WithoutCancel(ctx))
+	mod, err := rt.Load(ctx, opts.Name, opts.WASM, host.WithTrusted(opts.Trusted))
+	if err != nil {
+		return nil, err
+	}
+	defer mod.Close(context.WithoutCancel(ctx))
+
+	var out []E2EResult
+	for _, n := range opts.Shards {
+		res, err := e2eRun(ctx, opts, mod, n)
+		if err != nil {
+			return out, fmt.Errorf("bench: e2e with %d shards: %w", n, err)
+		}
+		out = append(out, res)
+		if onResult != nil {
+			onResult(res)
+		}
+	}
+	return out, nil
+}
+
+func e2eRun(ctx context.Context, opts E2EOptions, mod *host.Module, shards int) (E2EResult, error) {
+	res := E2EResult{Shards: shards}
+	dir, err := os.MkdirTemp(opts.TempDir, "projhost-bench-e2e-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	j, err := journal.Create(dir, shards)
+	if err != nil {
+		return res, err
+	}
+	defer j.Close()
+	if res.Events, res.AppendTime, err = appendFile(ctx, j, opts.EventsPath, opts.KeyField, opts.Repeat); err != nil {
+		return res, err
+	}
+
+	st, err := local.Open(dir)
+	if err != nil {
+		return res, err
+	}
+	defer st.Close()
+	leases := &countingLeases{LeaseStore: st.Leases()}
+	r, err := host.NewRunner(host.RunnerConfig{
+		Projection: "bench", WorkerID: "bench-worker",
+		Source: j, Leases: leases, Cursors: st.Cursors(), ReadModel: st.ReadModels(), Module: mod,
+		BatchSize: opts.BatchSize, UntilCaughtUp: true, Logger: opts.Logger,
+	})
+	if err != nil {
+		return res, err
+	}
+	t0 := time.Now()
+	if err := r.Run(ctx); err != nil {
+		return res, err
+	}
+	res.ProjectTime = time.Since(t0)
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	res.Stats = r.Stats()
+	res.LeaseCreates, res.LeaseUpdates, res.LeaseLists = leases.creates.Load(), leases.updates.Load(), leases.lists.Load()
+	if res.Stats.Events < res.Events || res.Stats.Failures > 0 {
+		return res, fmt.Errorf("%w: %d events appended, %d handled, %d failed batches", ErrIncomplete, res.Events, res.Stats.Events, res.Stats.Failures)
+	}
+	return res, nil
+}
+
+// appendFile appends the events of path, repeat times, to j in transactions of
+// journal.TxEvents events, and returns how many it appended and the time spent in Append.
+func appendFile(ctx context.Context, j *journal.Journal, path, keyField string, repeat int) (int64, time.Duration, error) {
+	var total int64
+	var spent time.Duration
+	buf := make([]journal.AppendEvent, 0, journal.TxEvents)
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		t0 := time.Now()
+		_, err := j.Append(ctx, buf)
+		spent += time.Since(t0)
+		if err != nil {
+			return err
+		}
+		total += int64(len(buf))
+		buf = buf[:0]
+		return nil
+	}
+	for range repeat {
+		f, err := os.Open(path)
+		if err != nil {
+			return total, spent, fmt.Errorf("reading events: %w", err)
+		}
+		err = eventfile.Scan(f, keyField, func(_ int, key string, raw []byte) error {
+			buf = append(buf, journal.AppendEvent{PartitionKey: key, Data: append([]byte(nil), raw...)})
+			if len(buf) == cap(buf) {
+				return flush()
+			}
+			return nil
+		})
+		f.Close()
+		if err != nil {
+			return total, spent, fmt.Errorf("events file %s: %w", path, err)
+		}
+	}
+	if err := flush(); err != nil {
+		return total, spent, err
+	}
+	if total == 0 {
+		return 0, 0, fmt.Errorf("%w: events file %s holds no events", ErrArgs, path)
+	}
+	return total, spent, nil
+}
+
+// countingLeases counts the calls to a shardmap.LeaseStore. Safe for concurrent use.
+type countingLeases struct {
+	shardmap.LeaseStore
+	creates, updates, lists atomic.Int64
+}
+
+func (c *countingLeases) List(ctx context.Context, projection string) ([]shardmap.Lease, error) {
+	c.lists.Add(1)
+	return c.LeaseStore.List(ctx, projection)
+}
+
+func (c *countingLeases) Create(ctx context.Context, l shardmap.Lease) error {
+	c.creates.Add(1)
+	return c.LeaseStore.Create(ctx, l)
+}
+
+func (c *countingLeases) Update(ctx context.Context, l shardmap.Lease) (shardmap.Lease, error) {
+	c.updates.Add(1)
+	return c.LeaseStore.Update(ctx, l)
+}

@@ -1,0 +1,72 @@
+package bench
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/source"
+	"github.com/projhost/projhost/wasmabi"
+	"github.com/projhost/projhost/wasmabi/guest"
+)
+
+// NativeRow is one throughput cell of the native baseline.
+type NativeRow struct {
+	BatchSize int
+	Rate
+}
+
+// NativeReport is what MeasureNative measured.
+type NativeReport struct {
+	Name   string // the handler's name, e.g. "flightdelays"
+	Events int    // events per pass
+	Rows   []NativeRow
+}
+
+// MeasureNative is the native baseline of a Go handler: h runs in-process through guest.Native
+// (batch encoding, SDK decoding, the handler, output encoding, decoding, document validation and
+// application to Native's in-memory read model: the WebAssembly path without WebAssembly) over
+// events, for each batch size the median events/s of repeated passes for d (after one untimed
+// warm-up batch). batchSizes and d default as in HandlerOptions. Errors: ErrArgs for bad
+// arguments, a failing batch (wrapping guest.ErrHandlerFailed or wasmabi.ErrMalformed).
+func MeasureNative(name string, h guest.Handler, events []source.Event, batchSizes []int, d time.Duration) (*NativeReport, error) {
+	batchSizes, d, err := runDefaults(len(events), batchSizes, d)
+	if err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, fmt.Errorf("%w: no native handler", ErrArgs)
+	}
+	evs := make([]wasmabi.Event, len(events))
+	for i, e := range events {
+		evs[i] = wasmabi.Event{Seq: []byte(e.Seq), PartitionKey: []byte(e.PartitionKey), ArrivalMs: e.ArrivalMs, Data: e.Data}
+	}
+	rep := &NativeReport{Name: name, Events: len(events)}
+	for _, size := range batchSizes {
+		runtime.GC()
+		n := guest.NewNative(h)
+		run := func(b []wasmabi.Event) error {
+			if _, err := n.Run(host.TestShardID, b); err != nil {
+				return fmt.Errorf("bench: native %s batch size %d: %w", name, size, err)
+			}
+			return nil
+		}
+		if err := run(evs[:min(size, len(evs))]); err != nil {
+			return nil, err
+		}
+		rate, err := measure(d, len(evs), func() error {
+			for start := 0; start < len(evs); start += size {
+				if err := run(evs[start:min(start+size, len(evs))]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		rep.Rows = append(rep.Rows, NativeRow{BatchSize: size, Rate: rate})
+	}
+	return rep, nil
+}

@@ -1,0 +1,146 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteHandler prints rep: the module's costs, then a table of batch size x deadline -> events/s.
+func WriteHandler(w io.Writer, rep *HandlerReport) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "handler %s: %s events per pass, events/s = median of passes (wall, 1 goroutine)\n", rep.Name, group(int64(rep.Events)))
+	fmt.Fprintf(tw, "  compile cold\t%s\t(new runtime, empty cache dir)\n", Dur(rep.CompileCold))
+	fmt.Fprintf(tw, "  compile warm\t%s\t(new runtime, same cache dir)\n", Dur(rep.CompileWarm))
+	fmt.Fprintf(tw, "  instantiate\t%s\t(instance + _initialize)\n", Dur(rep.Instantiate))
+	fmt.Fprintf(tw, "  guest memory\t%s\t(%d pages after a first batch of %d)\n", Bytes(int64(rep.GuestMemory)), rep.GuestMemory/65536, rep.MemBatch)
+	fmt.Fprintf(tw, "  Go heap delta\t%s\t(per instance, includes the guest memory)\n", signedBytes(rep.HeapDelta))
+	if err := tw.Flush(); err != nil { // the cost lines and the table align separately
+		return err
+	}
+	fmt.Fprintln(tw, "  batch\tdeadline\tevents/s\tpasses")
+	for _, r := range rep.Rows {
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\n", r.BatchSize, onOff(r.Deadline), group(int64(r.EventsPerSec+0.5)), r.Passes)
+	}
+	return tw.Flush()
+}
+
+// WriteNative prints the native baseline alone: batch size -> events/s.
+func WriteNative(w io.Writer, rep *NativeReport) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "native %s (guest.Native, no WebAssembly): %s events per pass, events/s = median of passes\n", rep.Name, group(int64(rep.Events)))
+	fmt.Fprintln(tw, "  batch\tevents/s\tpasses")
+	for _, r := range rep.Rows {
+		fmt.Fprintf(tw, "  %d\t%s\t%d\n", r.BatchSize, group(int64(r.EventsPerSec+0.5)), r.Passes)
+	}
+	return tw.Flush()
+}
+
+// WriteComparison prints, for each batch size of native, the native rate and every module's
+// rate at that batch size (deadline on and off) with its ratio to native (wasm/native).
+// Modules without that batch size are left out of its rows.
+func WriteComparison(w io.Writer, native *NativeReport, reps []*HandlerReport) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "%s: WebAssembly vs native (events/s, median of passes; ratio = wasm/native)\n", native.Name)
+	fmt.Fprintln(tw, "  batch\tbuild\tdeadline\tevents/s\twasm/native")
+	for _, n := range native.Rows {
+		fmt.Fprintf(tw, "  %d\tnative\t-\t%s\t1.00\n", n.BatchSize, group(int64(n.EventsPerSec+0.5)))
+		for _, rep := range reps {
+			for _, r := range rep.Rows {
+				if r.BatchSize != n.BatchSize {
+					continue
+				}
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", r.BatchSize, rep.Name, onOff(r.Deadline),
+					group(int64(r.EventsPerSec+0.5)), ratio(r.EventsPerSec, n.EventsPerSec))
+			}
+		}
+	}
+	return tw.Flush()
+}
+
+// WriteE2E prints the end-to-end results of one module.
+func WriteE2E(w io.Writer, name string, trusted bool, results []E2EResult) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	mode := "deadline on"
+	if trusted {
+		mode = "trusted"
+	}
+	fmt.Fprintf(tw, "e2e %s (%s): journal append, then one in-process runner with the embedded store until caught up\n", name, mode)
+	fmt.Fprintln(tw, "  shards\tevents\tappend ev/s\tproject ev/s\tproject time\tbatches\tcursor saves\tper 100 ev\tlease creates\tlease updates")
+	for _, r := range results {
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\t%d\t%.2f\t%d\t%d\n", r.Shards, group(r.Events),
+			group(int64(r.AppendRate()+0.5)), group(int64(r.ProjectRate()+0.5)), Dur(r.ProjectTime),
+			r.Stats.Batches, r.Stats.CursorSaves, r.CursorSavesPer100(), r.LeaseCreates, r.LeaseUpdates)
+	}
+	return tw.Flush()
+}
+
+// Dur formats d for the tables: microseconds below 1 ms ("250 µs"), milliseconds with one
+// decimal below 1 s ("12.3 ms"), else seconds with two decimals ("1.25 s").
+func Dur(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%d µs", d.Microseconds())
+	case d < time.Second:
+		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
+}
+
+// Bytes formats n bytes in binary units: "512 B", "64.0 KiB", "1.5 MiB", "2.0 GiB".
+func Bytes(n int64) string {
+	const k = 1024
+	switch {
+	case n < k:
+		return fmt.Sprintf("%d B", n)
+	case n < k*k:
+		return fmt.Sprintf("%.1f KiB", float64(n)/k)
+	case n < k*k*k:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(k*k))
+	default:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(k*k*k))
+	}
+}
+
+func signedBytes(n int64) string {
+	if n < 0 {
+		return "-" + Bytes(-n)
+	}
+	return "+" + Bytes(n)
+}
+
+// group formats n with thousands separators: 1234567 -> "1,234,567".
+func group(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func ratio(a, b float64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}

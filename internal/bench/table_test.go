@@ -1,0 +1,216 @@
+package bench
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/source"
+)
+
+func TestParseInts(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+		err  string
+	}{
+		{in: "1,100,1000", want: []int{1, 100, 1000}},
+		{in: " 4 , 16,100 ", want: []int{4, 16, 100}},
+		{in: "7", want: []int{7}},
+		{in: "100,1,100", want: []int{100, 1}},
+		{in: "", err: "empty list"},
+		{in: "  ", err: "empty list"},
+		{in: "0", err: `"0" in "0" is not a positive integer`},
+		{in: "1,-5", err: `"-5" in "1,-5" is not a positive integer`},
+		{in: "1,,2", err: `"" in "1,,2" is not a positive integer`},
+		{in: "1.5", err: `"1.5" in "1.5" is not a positive integer`},
+		{in: "ten", err: `"ten" in "ten" is not a positive integer`},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseInts(tc.in)
+			if tc.err != "" {
+				require.ErrorIs(t, err, ErrArgs)
+				assert.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestRepeat(t *testing.T) {
+	evs := []source.Event{
+		{ShardID: host.TestShardID, Seq: "1", PartitionKey: "ORD", Data: []byte(`{"a":1}`)},
+		{ShardID: host.TestShardID, Seq: "2", PartitionKey: "SFO", Data: []byte(`{"a":2}`)},
+	}
+	got := Repeat(evs, 3)
+	require.Len(t, got, 6)
+	for i, e := range got {
+		assert.Equal(t, strconv.Itoa(i+1), e.Seq)
+		assert.Equal(t, evs[i%2].PartitionKey, e.PartitionKey)
+		assert.Equal(t, evs[i%2].Data, e.Data)
+		assert.Equal(t, host.TestShardID, e.ShardID)
+	}
+	assert.Equal(t, "1", evs[0].Seq, "the input is not modified")
+	assert.Len(t, Repeat(evs, 1), 2)
+	assert.Len(t, Repeat(evs, 0), 2)
+}
+
+func TestMedian(t *testing.T) {
+	assert.Equal(t, 3.0, median([]float64{5, 1, 3}))
+	assert.Equal(t, 2.5, median([]float64{4, 1, 3, 2}))
+	assert.Equal(t, 7.0, median([]float64{7}))
+	assert.Equal(t, 0.0, median([]float64(nil)))
+	assert.Equal(t, 15*time.Millisecond, median([]time.Duration{10 * time.Millisecond, 30 * time.Millisecond, 20 * time.Millisecond, 10 * time.Millisecond}))
+}
+
+func TestMeasure(t *testing.T) {
+	calls := 0
+	r, err := measure(0, 100, func() error { calls++; return nil })
+	require.NoError(t, err)
+	assert.Equal(t, 1, calls, "at least one pass, even with no time")
+	assert.Equal(t, 1, r.Passes)
+	assert.Greater(t, r.EventsPerSec, 0.0)
+
+	calls = 0
+	r, err = measure(30*time.Millisecond, 10, func() error { calls++; time.Sleep(5 * time.Millisecond); return nil })
+	require.NoError(t, err)
+	assert.Equal(t, calls, r.Passes)
+	assert.GreaterOrEqual(t, r.Passes, 2)
+	assert.LessOrEqual(t, r.EventsPerSec, 10/0.005, "10 events per pass of at least 5 ms")
+
+	boom := errors.New("boom")
+	_, err = measure(time.Second, 1, func() error { return boom })
+	assert.ErrorIs(t, err, boom)
+}
+
+func TestFormatters(t *testing.T) {
+	for _, tc := range []struct {
+		got, want string
+	}{
+		{group(0), "0"},
+		{group(999), "999"},
+		{group(1000), "1,000"},
+		{group(1234567), "1,234,567"},
+		{group(-45678), "-45,678"},
+		{Dur(250 * time.Microsecond), "250 µs"},
+		{Dur(12340 * time.Microsecond), "12.3 ms"},
+		{Dur(1250 * time.Millisecond), "1.25 s"},
+		{Bytes(512), "512 B"},
+		{Bytes(65536), "64.0 KiB"},
+		{Bytes(3 << 19), "1.5 MiB"},
+		{Bytes(2 << 30), "2.0 GiB"},
+		{signedBytes(-2048), "-2.0 KiB"},
+		{signedBytes(2048), "+2.0 KiB"},
+		{ratio(50, 200), "0.25"},
+		{ratio(1, 0), "-"},
+	} {
+		assert.Equal(t, tc.want, tc.got)
+	}
+}
+
+func handlerReport() *HandlerReport {
+	return &HandlerReport{
+		Name: "count-as.wasm", Events: 20000,
+		CompileCold: 41700 * time.Microsecond, CompileWarm: 3500 * time.Microsecond, Instantiate: 183 * time.Microsecond,
+		GuestMemory: 6 * 65536, HeapDelta: 528486, MemBatch: 1000,
+		Rows: []HandlerRow{
+			{BatchSize: 1, Deadline: true, Rate: Rate{EventsPerSec: 8459.4, Passes: 1}},
+			{BatchSize: 1, Deadline: false, Rate: Rate{EventsPerSec: 130371, Passes: 7}},
+			{BatchSize: 1000, Deadline: true, Rate: Rate{EventsPerSec: 118994.5, Passes: 6}},
+			{BatchSize: 1000, Deadline: false, Rate: Rate{EventsPerSec: 303784, Passes: 15}},
+		},
+	}
+}
+
+func TestWriteHandler(t *testing.T) {
+	var b strings.Builder
+	require.NoError(t, WriteHandler(&b, handlerReport()))
+	want := `handler count-as.wasm: 20,000 events per pass, events/s = median of passes (wall, 1 goroutine)
+  compile cold   41.7 ms     (new runtime, empty cache dir)
+  compile warm   3.5 ms      (new runtime, same cache dir)
+  instantiate    183 µs      (instance + _initialize)
+  guest memory   384.0 KiB   (6 pages after a first batch of 1000)
+  Go heap delta  +516.1 KiB  (per instance, includes the guest memory)
+  batch  deadline  events/s  passes
+  1      on        8,459     1
+  1      off       130,371   7
+  1000   on        118,995   6
+  1000   off       303,784   15
+`
+	assert.Equal(t, want, b.String())
+}
+
+func TestWriteNative(t *testing.T) {
+	var b strings.Builder
+	require.NoError(t, WriteNative(&b, &NativeReport{Name: "count", Events: 2000, Rows: []NativeRow{
+		{BatchSize: 1, Rate: Rate{EventsPerSec: 1234001, Passes: 300}},
+		{BatchSize: 100, Rate: Rate{EventsPerSec: 2329453.2, Passes: 512}},
+	}}))
+	want := `native count (guest.Native, no WebAssembly): 2,000 events per pass, events/s = median of passes
+  batch  events/s   passes
+  1      1,234,001  300
+  100    2,329,453  512
+`
+	assert.Equal(t, want, b.String())
+}
+
+func TestWriteComparison(t *testing.T) {
+	native := &NativeReport{Name: "count", Events: 20000, Rows: []NativeRow{
+		{BatchSize: 1, Rate: Rate{EventsPerSec: 1000000, Passes: 3}},
+		{BatchSize: 100, Rate: Rate{EventsPerSec: 2000000, Passes: 3}}, // no module has 100
+		{BatchSize: 1000, Rate: Rate{EventsPerSec: 4000000, Passes: 3}},
+	}}
+	other := &HandlerReport{Name: "count-go.wasm", Rows: []HandlerRow{
+		{BatchSize: 1000, Deadline: false, Rate: Rate{EventsPerSec: 200000, Passes: 2}},
+	}}
+	var b strings.Builder
+	require.NoError(t, WriteComparison(&b, native, []*HandlerReport{handlerReport(), other}))
+	want := `count: WebAssembly vs native (events/s, median of passes; ratio = wasm/native)
+  batch  build          deadline  events/s   wasm/native
+  1      native         -         1,000,000  1.00
+  1      count-as.wasm  on        8,459      0.01
+  1      count-as.wasm  off       130,371    0.13
+  100    native         -         2,000,000  1.00
+  1000   native         -         4,000,000  1.00
+  1000   count-as.wasm  on        118,995    0.03
+  1000   count-as.wasm  off       303,784    0.08
+  1000   count-go.wasm  off       200,000    0.05
+`
+	assert.Equal(t, want, b.String())
+}
+
+func TestWriteE2E(t *testing.T) {
+	res := []E2EResult{
+		{Shards: 4, Events: 100000, AppendTime: 1250 * time.Millisecond, ProjectTime: 8 * time.Second,
+			Stats:        host.Stats{Events: 100000, Batches: 202, CursorSaves: 53},
+			LeaseCreates: 4, LeaseUpdates: 16, LeaseLists: 9},
+		{Shards: 100, Events: 100000, AppendTime: 2 * time.Second, ProjectTime: 10 * time.Second,
+			Stats:        host.Stats{Events: 100000, Batches: 254, CursorSaves: 122},
+			LeaseCreates: 100, LeaseUpdates: 400},
+	}
+	assert.Equal(t, 80000.0, res[0].AppendRate())
+	assert.Equal(t, 12500.0, res[0].ProjectRate())
+	assert.InDelta(t, 0.053, res[0].CursorSavesPer100(), 1e-9)
+	assert.Equal(t, 0.0, E2EResult{}.CursorSavesPer100())
+	assert.Equal(t, 0.0, E2EResult{Events: 5}.AppendRate())
+
+	var b strings.Builder
+	require.NoError(t, WriteE2E(&b, "flightdelays-as.wasm", true, res))
+	want := `e2e flightdelays-as.wasm (trusted): journal append, then one in-process runner with the embedded store until caught up
+  shards  events   append ev/s  project ev/s  project time  batches  cursor saves  per 100 ev  lease creates  lease updates
+  4       100,000  80,000       12,500        8.00 s        202      53            0.05        4              16
+  100     100,000  50,000       10,000        10.00 s       254      122           0.12        100            400
+`
+	assert.Equal(t, want, b.String())
+	b.Reset()
+	require.NoError(t, WriteE2E(&b, "x.wasm", false, nil))
+	assert.True(t, strings.HasPrefix(b.String(), "e2e x.wasm (deadline on): "), b.String())
+}
