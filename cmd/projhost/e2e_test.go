@@ -22,8 +22,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
+	"github.com/projhost/projhost/cursorstore"
 	"github.com/projhost/projhost/internal/flightcheck"
 	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/local"
@@ -47,6 +49,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	stopDynalite()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -102,8 +105,16 @@ func (w *worker) log() string {
 
 func startWorker(t *testing.T, id string, args ...string) *worker {
 	t.Helper()
+	return startWorkerWith(t, id, nil, args...)
+}
+
+// startWorkerWith starts `projhost run` under wrapper (a command line that runs the rest, e.g.
+// unshare ... --fork; nil: none).
+func startWorkerWith(t *testing.T, id string, wrapper []string, args ...string) *worker {
+	t.Helper()
 	w := &worker{id: id, done: make(chan error, 1)}
-	w.cmd = exec.Command(binPath, append([]string{"run", "--worker-id", id, "--log-level", "debug"}, args...)...)
+	argv := append(append(append([]string(nil), wrapper...), binPath, "run", "--worker-id", id, "--log-level", "debug"), args...)
+	w.cmd = exec.Command(argv[0], argv[1:]...)
 	w.cmd.Stderr = lockedWriter{w}
 	w.cmd.Stdout = lockedWriter{w}
 	require.NoError(t, w.cmd.Start())
@@ -140,39 +151,66 @@ func (w *worker) wait(t *testing.T, d time.Duration) error {
 	}
 }
 
-// cursorWatch polls every shard's cursor and records every value it sees.
-type cursorWatch struct {
-	mu   sync.Mutex
-	seen map[string][]string
-	bad  []string
-	stop chan struct{}
-	done chan struct{}
+// openStores opens the stores that `projhost run --data dir STORE...` uses (store: extra store
+// flags, e.g. --store dynamodb --dynamodb-endpoint URL --table-prefix P; none: the embedded store).
+func openStores(t *testing.T, dir string, store []string) *stores {
+	t.Helper()
+	var sf storeFlags
+	cmd := &cobra.Command{}
+	sf.register(cmd)
+	require.NoError(t, cmd.ParseFlags(append([]string{"--data", dir}, store...)))
+	st, err := sf.open(context.Background())
+	require.NoError(t, err)
+	return st
 }
 
-func watchCursors(t *testing.T, dir, name string, shards int) *cursorWatch {
+// cursorWatch polls every shard's cursor and records every value it sees.
+type cursorWatch struct {
+	mu     sync.Mutex
+	seen   map[string][]string
+	epochs map[string]int64 // last epoch seen per shard
+	bad    []string
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// cursorLister reads the cursors of every shard of a projection (missing shards may be absent).
+type cursorLister func(ctx context.Context) (map[string]cursorstore.Cursor, error)
+
+// watchCursors records every cursor value of the shards of projection name in the store of
+// `--data dir STORE...` (polling every 5 ms; DynamoDB: one Query per poll) and flags any cursor
+// that moves backwards or whose epoch goes down.
+func watchCursors(t *testing.T, dir, name string, shards int, store ...string) *cursorWatch {
 	t.Helper()
-	st, err := local.Open(dir)
-	require.NoError(t, err)
-	cw := &cursorWatch{seen: map[string][]string{}, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(cw.done)
-		defer st.Close()
-		for {
+	var list cursorLister
+	closeFn := func() {}
+	if isDynamo(store) {
+		list = dynamoCursors(t, store, name)
+	} else {
+		st, err := local.Open(dir)
+		require.NoError(t, err)
+		closeFn = func() { st.Close() }
+		list = func(ctx context.Context) (map[string]cursorstore.Cursor, error) {
+			out := map[string]cursorstore.Cursor{}
 			for i := 0; i < shards; i++ {
 				id := journal.ShardID(i)
-				c, err := st.Cursors().Get(context.Background(), name, id)
+				c, err := st.Cursors().Get(ctx, name, id)
 				if err != nil {
 					continue // busy: try again next round
 				}
-				cw.mu.Lock()
-				s := cw.seen[id]
-				if len(s) == 0 || s[len(s)-1] != c.Seq {
-					if len(s) > 0 && source.CompareSeq(c.Seq, s[len(s)-1]) < 0 {
-						cw.bad = append(cw.bad, fmt.Sprintf("%s moved backwards %s -> %s", id, s[len(s)-1], c.Seq))
-					}
-					cw.seen[id] = append(s, c.Seq)
-				}
-				cw.mu.Unlock()
+				out[id] = c
+			}
+			return out, nil
+		}
+	}
+	cw := &cursorWatch{seen: map[string][]string{}, epochs: map[string]int64{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(cw.done)
+		defer closeFn()
+		for {
+			cs, err := list(context.Background())
+			if err == nil {
+				cw.record(cs)
 			}
 			select {
 			case <-cw.stop:
@@ -183,6 +221,24 @@ func watchCursors(t *testing.T, dir, name string, shards int) *cursorWatch {
 	}()
 	t.Cleanup(cw.close)
 	return cw
+}
+
+func (cw *cursorWatch) record(cs map[string]cursorstore.Cursor) {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	for id, c := range cs {
+		if c.Epoch < cw.epochs[id] {
+			cw.bad = append(cw.bad, fmt.Sprintf("%s epoch went down %d -> %d", id, cw.epochs[id], c.Epoch))
+		}
+		cw.epochs[id] = max(cw.epochs[id], c.Epoch)
+		s := cw.seen[id]
+		if len(s) == 0 || s[len(s)-1] != c.Seq {
+			if len(s) > 0 && source.CompareSeq(c.Seq, s[len(s)-1]) < 0 {
+				cw.bad = append(cw.bad, fmt.Sprintf("%s moved backwards %s -> %s", id, s[len(s)-1], c.Seq))
+			}
+			cw.seen[id] = append(s, c.Seq)
+		}
+	}
 }
 
 func (cw *cursorWatch) close() {
@@ -209,20 +265,20 @@ func (cw *cursorWatch) check(t *testing.T) int {
 	return n
 }
 
-func readModel(t *testing.T, dir, name string) []readmodel.Doc {
+// readModel returns every document of projection name in the store of `--data dir STORE...`.
+func readModel(t *testing.T, dir, name string, store ...string) []readmodel.Doc {
 	t.Helper()
-	st, err := local.Open(dir)
-	require.NoError(t, err)
+	st := openStores(t, dir, store)
 	defer st.Close()
-	docs, err := st.ReadModels().Scan(context.Background(), name, "")
+	docs, err := st.ReadModel.Scan(context.Background(), name, "")
 	require.NoError(t, err)
 	return docs
 }
 
-// status returns the status rows of projection name.
-func status(t *testing.T, dir, name string) []shardStatus {
+// status returns the status rows of projection name (`projhost status --data dir STORE...`).
+func status(t *testing.T, dir, name string, store ...string) []shardStatus {
 	t.Helper()
-	out := projhost(t, "status", "--data", dir, "--name", name, "--json")
+	out := projhost(t, append([]string{"status", "--data", dir, "--name", name, "--json"}, store...)...)
 	var rows []shardStatus
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
@@ -234,11 +290,11 @@ func status(t *testing.T, dir, name string) []shardStatus {
 }
 
 // waitCaughtUp waits until every shard's cursor equals the journal head.
-func waitCaughtUp(t *testing.T, dir, name string, d time.Duration) {
+func waitCaughtUp(t *testing.T, dir, name string, d time.Duration, store ...string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		rows := status(t, dir, name)
+		rows := status(t, dir, name, store...)
 		lag := int64(0)
 		for _, r := range rows {
 			lag += r.LagEvents
@@ -254,9 +310,9 @@ func waitCaughtUp(t *testing.T, dir, name string, d time.Duration) {
 }
 
 // owners returns how many shards each worker owns.
-func owners(t *testing.T, dir, name string) map[string]int {
+func owners(t *testing.T, dir, name string, store ...string) map[string]int {
 	m := map[string]int{}
-	for _, r := range status(t, dir, name) {
+	for _, r := range status(t, dir, name, store...) {
 		if r.Owner != "" {
 			m[r.Owner]++
 		}
@@ -354,11 +410,11 @@ func TestLeaseBalance16Shards(t *testing.T) {
 	t.Logf("three workers balanced %v in %s (lease duration 1s)", m, time.Since(start).Round(100*time.Millisecond))
 }
 
-func waitOwners(t *testing.T, dir, name string, d time.Duration, ok func(map[string]int) bool) map[string]int {
+func waitOwners(t *testing.T, dir, name string, d time.Duration, ok func(map[string]int) bool, store ...string) map[string]int {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		m := owners(t, dir, name)
+		m := owners(t, dir, name, store...)
 		if ok(m) {
 			return m
 		}
