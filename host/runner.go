@@ -41,7 +41,7 @@ type RunnerConfig struct {
 	BatchWait         time.Duration // max wait for a batch to fill; default 200ms
 	CursorEveryEvents int           // save the cursor after this many events; default 2000
 	CursorEvery       time.Duration // ... or after this long with unsaved events; default 1s
-	LeaseDuration     time.Duration // default 10s (shardmap default)
+	LeaseDuration     time.Duration // default shardmap.DefaultLeaseDuration (6s)
 	MaxStealsPerRound int           // default 1
 	RetryMin          time.Duration // first backoff after a failed batch; default 100ms
 	RetryMax          time.Duration // backoff cap; default 10s

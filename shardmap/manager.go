@@ -13,9 +13,12 @@ import (
 	"github.com/projhost/projhost/source"
 )
 
-// Defaults of a Manager (DESIGN §4; the lease duration is the KCL's default failover time).
+// Defaults of a Manager (DESIGN §4). The lease duration is shorter than the KCL's 10 s failover
+// time so that a dead worker's shards are processing again within 10 s: an observer takes an
+// expired lease between 1 and 4/3 lease durations after the owner's last renewal (it looks once
+// per renew interval), i.e. 6-8 s.
 const (
-	DefaultLeaseDuration     = 10 * time.Second
+	DefaultLeaseDuration     = 6 * time.Second
 	DefaultMaxStealsPerRound = 1
 )
 

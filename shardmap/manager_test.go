@@ -629,11 +629,11 @@ func TestOptions(t *testing.T) {
 		wantDur   time.Duration
 		wantRenew time.Duration
 	}{
-		{"defaults", nil, 10 * time.Second, 10 * time.Second / 3},
+		{"defaults", nil, 6 * time.Second, 2 * time.Second},
 		{"duration sets renew", []shardmap.Option{shardmap.WithLeaseDuration(9 * time.Second)}, 9 * time.Second, 3 * time.Second},
-		{"explicit renew", []shardmap.Option{shardmap.WithRenewInterval(time.Second)}, 10 * time.Second, time.Second},
+		{"explicit renew", []shardmap.Option{shardmap.WithRenewInterval(time.Second)}, 6 * time.Second, time.Second},
 		{"renew >= duration falls back", []shardmap.Option{shardmap.WithLeaseDuration(6 * time.Second), shardmap.WithRenewInterval(6 * time.Second)}, 6 * time.Second, 2 * time.Second},
-		{"non-positive ignored", []shardmap.Option{shardmap.WithLeaseDuration(-1), shardmap.WithRenewInterval(0)}, 10 * time.Second, 10 * time.Second / 3},
+		{"non-positive ignored", []shardmap.Option{shardmap.WithLeaseDuration(-1), shardmap.WithRenewInterval(0)}, 6 * time.Second, 2 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/shardmap"
 )
 
 func init() {
@@ -106,7 +107,7 @@ save cursors, release leases and exit 0.`,
 	f.DurationVar(&cfg.BatchWait, "batch-wait", 200*time.Millisecond, "max wait for a batch to fill")
 	f.IntVar(&cfg.CursorEveryEvents, "cursor-every-events", 2000, "save the cursor after this many events")
 	f.DurationVar(&cfg.CursorEvery, "cursor-every", time.Second, "save the cursor at least this often while events flow")
-	f.DurationVar(&cfg.LeaseDuration, "lease-duration", 10*time.Second, "lease duration: a worker silent this long loses its shards")
+	f.DurationVar(&cfg.LeaseDuration, "lease-duration", shardmap.DefaultLeaseDuration, "lease duration: a worker silent this long loses its shards (renewed every third of it)")
 	f.StringVar(&workerID, "worker-id", "", "unique worker id (default HOSTNAME-PID)")
 	f.BoolVar(&trusted, "trusted", false, "trust the handler: no per-batch deadline (faster; a runaway loop then hangs the shard)")
 	f.DurationVar(&deadline, "batch-deadline", 0, "per-batch deadline of the handler (default: the host's)")
