@@ -45,5 +45,28 @@ demo: build build/wasm/flightdelays-as.wasm
 	@echo "The ten airports with the highest average arrival delay (at least 100 flights), from the read model:"
 	@./bin/projhost sql --data $(DEMO_DIR) "$(DEMO_SQL)"
 
+# bench: handler tables (flights-20k) for count and flightdelays, Go and AssemblyScript builds, with
+# the native baseline and wasm/native ratios, then e2e (journal append + one runner) with 4, 16 and
+# 100 shards. e2e uses flights-3m.ndjson.gz when present, else flights-20k x BENCH_REPEAT.
+BENCH_DURATION ?= 2s
+BENCH_REPEAT ?= 10
+BENCH_SMALL := plugins/examples/flightdelays/data/flights-20k.json
+BENCH_BIG := $(firstword $(wildcard /work/shared/data/flights-3m.ndjson.gz ../shared/data/flights-3m.ndjson.gz))
+
+bench: build wasm
+	@set -e; start=$$SECONDS; P=bin/projhost; W=$(WASM_DIR); \
+	echo "== projhost bench on $$(nproc) cores, $$(date -u +%FT%TZ), commit $$(git rev-parse --short HEAD 2>/dev/null)"; \
+	echo "== handler throughput over $(BENCH_SMALL), $(BENCH_DURATION) per cell"; \
+	$$P bench handler --events $(BENCH_SMALL) --duration $(BENCH_DURATION) --batch-sizes 1,100,1000 \
+		--handler $$W/count-go.wasm --handler $$W/count-as.wasm --native count; echo; \
+	$$P bench handler --events $(BENCH_SMALL) --duration $(BENCH_DURATION) --batch-sizes 1,100,1000 \
+		--handler $$W/flightdelays-go.wasm --handler $$W/flightdelays-as.wasm --native flightdelays; echo; \
+	if [ -n "$(BENCH_BIG)" ]; then ev="--events $(BENCH_BIG)"; echo "== e2e over $(BENCH_BIG)"; \
+	else ev="--events $(BENCH_SMALL) --repeat $(BENCH_REPEAT)"; \
+		echo "== e2e: flights-3m.ndjson.gz not in /work/shared/data or ../shared/data; using flights-20k repeated $(BENCH_REPEAT) times"; fi; \
+	$$P bench e2e $$ev --shards 4,16,100 --trusted --handler $$W/flightdelays-as.wasm; echo; \
+	$$P bench e2e $$ev --shards 4,16,100 --trusted --handler $$W/flightdelays-go.wasm; \
+	echo "== make bench took $$((SECONDS - start)) s (after building)"
+
 clean:
 	rm -rf bin build .projhost $(DEMO_DIR)
