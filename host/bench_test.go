@@ -44,6 +44,8 @@ func benchModules() []benchModule {
 		{"good-wat", func(b *testing.B) []byte { return wat(b, "good") }},
 		{"flightdelays-as", example(testwasm.FlightDelaysAS)},
 		{"flightdelays-go", example(testwasm.FlightDelaysGo)},
+		{"count-as", example(testwasm.CountAS)},
+		{"count-go", example(testwasm.CountGo)},
 	}
 }
 

@@ -50,6 +50,7 @@ type Handler struct {
 	events    []wasmabi.Event // reused conversion buffer; aliases the caller's events
 	call      callState
 	instances int
+	intr      interrupter // deadline of instrumented modules
 }
 
 // callState is the state of the current projhost_handle call, read by the host functions.
@@ -101,6 +102,7 @@ func (h *Handler) discard(ctx context.Context) error {
 	if h.inst == nil {
 		return nil
 	}
+	h.intr.attach(nil)
 	err := h.inst.Close(ctx)
 	h.inst, h.mem, h.alloc, h.handle = nil, nil, nil, nil
 	var ee *sys.ExitError
@@ -153,7 +155,12 @@ func (h *Handler) Handle(ctx context.Context, events []source.Event, reader DocR
 	first, last := events[0].Seq, events[len(events)-1].Seq
 
 	callCtx := context.WithValue(ctx, handlerKey{}, h)
-	if !h.mod.cfg.trusted {
+	switch {
+	case h.mod.cfg.trusted:
+	case h.mod.interruptible:
+		h.intr.arm(ctx, h.mod.cfg.deadline)
+		defer h.intr.disarm()
+	default:
 		var cancel context.CancelFunc
 		callCtx, cancel = context.WithTimeout(callCtx, h.mod.cfg.deadline)
 		defer cancel()
@@ -229,8 +236,21 @@ func (h *Handler) instantiate(ctx, callCtx context.Context, first, last string) 
 		}
 		return h.callFailed(ctx, err, "instantiating (start section)", first, last)
 	}
-	h.instances++
 	h.inst = inst
+	if h.mod.interruptible {
+		g, ok := inst.ExportedGlobal(interruptExport).(api.MutableGlobal)
+		if !ok {
+			h.discard(ctx)
+			return fmt.Errorf("host: BUG: instrumented module %q lacks the mutable global %s", h.mod.name, interruptExport)
+		}
+		h.intr.attach(g)
+		if h.mod.hasStart {
+			if err := inst.ExportedFunction(startExport).CallWithStack(callCtx, nil); err != nil {
+				return h.callFailed(ctx, err, "instantiating (start section)", first, last)
+			}
+		}
+	}
+	h.instances++
 	h.mem = inst.ExportedMemory(wasmabi.ExportMemory)
 	h.alloc = inst.ExportedFunction(wasmabi.ExportAlloc)
 	h.handle = inst.ExportedFunction(wasmabi.ExportHandle)
@@ -252,6 +272,9 @@ func (h *Handler) callFailed(ctx context.Context, err error, fn, first, last str
 		h.discard(ctx)
 		return fmt.Errorf("host: module %q shard %s: %s interrupted: %w", h.mod.name, h.shard, fn, ErrClosed)
 	}
+	if h.mod.interruptible && h.intr.disarm() {
+		return h.deadlineFailed(ctx, fn, first, last)
+	}
 	var rp *readErrorPanic
 	if errors.As(err, &rp) {
 		h.discard(ctx)
@@ -261,13 +284,7 @@ func (h *Handler) callFailed(ctx context.Context, err error, fn, first, last str
 	if errors.As(err, &ee) {
 		code := ee.ExitCode()
 		if code == sys.ExitCodeDeadlineExceeded || code == sys.ExitCodeContextCanceled {
-			if cerr := ctx.Err(); cerr != nil {
-				h.discard(ctx)
-				return fmt.Errorf("host: module %q shard %s: %s interrupted: %w", h.mod.name, h.shard, fn, cerr)
-			}
-			return h.poison(ctx, ErrDeadline, first, last, fmt.Sprintf(
-				"%s did not return within the %v batch deadline (a runaway loop?); the instance was discarded; fix the handler, use smaller batches or raise the deadline",
-				fn, h.mod.cfg.deadline))
+			return h.deadlineFailed(ctx, fn, first, last)
 		}
 		msg := fmt.Sprintf("%s: the guest called proc_exit(%d); the instance was discarded", fn, code)
 		if s := h.stderr.summary(4); s != "" {
@@ -292,6 +309,18 @@ func (h *Handler) callFailed(ctx context.Context, err error, fn, first, last str
 		}
 	}
 	return h.poison(ctx, ErrTrap, first, last, msg)
+}
+
+// deadlineFailed reports a call interrupted by the batch deadline or by the caller's context
+// and discards the instance.
+func (h *Handler) deadlineFailed(ctx context.Context, fn, first, last string) error {
+	if cerr := ctx.Err(); cerr != nil {
+		h.discard(ctx)
+		return fmt.Errorf("host: module %q shard %s: %s interrupted: %w", h.mod.name, h.shard, fn, cerr)
+	}
+	return h.poison(ctx, ErrDeadline, first, last, fmt.Sprintf(
+		"%s did not return within the %v batch deadline (a runaway loop?); the instance was discarded; fix the handler, use smaller batches or raise the deadline",
+		fn, h.mod.cfg.deadline))
 }
 
 // memoryHint says so when the guest's memory is near the cap (a likely cause of the failure).

@@ -31,6 +31,11 @@ type Module struct {
 	compiled wazero.CompiledModule
 	hasInit  bool
 	logger   *slog.Logger
+	// interruptible: the module was instrumented (instrument.go) and runs on the runtime without
+	// WithCloseOnContextDone; its deadline is enforced through the interruptExport global.
+	// hasStart: its start section was turned into the startExport function.
+	interruptible bool
+	hasStart      bool
 
 	mu     sync.Mutex
 	closed bool
@@ -44,8 +49,10 @@ type moduleConfig struct {
 	deadline time.Duration
 }
 
-// WithTrusted runs the module without a batch deadline (DESIGN §2: the deadline slows guest code
-// 2.5-5x). A trusted handler stuck in a loop blocks its shard forever, and canceling the context
+// WithTrusted runs the module without a batch deadline, unmodified. The deadline costs little
+// (see instrument.go: one global load per loop iteration), so trust is rarely worth it; modules
+// the host cannot instrument fall back to wazero's deadline, which slows guest code 5-8x. A
+// trusted handler stuck in a loop blocks its shard forever, and canceling the context
 // passed to Handle does not interrupt it. Default false.
 func WithTrusted(trusted bool) ModuleOption {
 	return func(c *moduleConfig) { c.trusted = trusted }
@@ -96,7 +103,21 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte, opts ...Mo
 	if cfg.trusted {
 		wrt = r.trusted
 	}
-	compiled, err := wrt.CompileModule(ctx, wasm)
+	var compiled wazero.CompiledModule
+	var err error
+	interruptible, hasStart := false, false
+	if !cfg.trusted {
+		// Prefer the instrumented module on the runtime without WithCloseOnContextDone (see
+		// instrument.go); fall back to wazero's mechanism when it cannot be instrumented.
+		if iw, start, ierr := instrument(wasm); ierr == nil {
+			if c, cerr := r.trusted.CompileModule(ctx, iw); cerr == nil {
+				compiled, wrt, interruptible, hasStart = c, r.trusted, true, start
+			}
+		}
+	}
+	if compiled == nil {
+		compiled, err = wrt.CompileModule(ctx, wasm)
+	}
 	if err != nil {
 		msg := oneLine(err.Error())
 		if strings.Contains(msg, "over limit of") {
@@ -111,6 +132,7 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte, opts ...Mo
 	}
 	return &Module{
 		rt: r, name: name, cfg: cfg, wrt: wrt, compiled: compiled, hasInit: hasInit,
+		interruptible: interruptible, hasStart: hasStart,
 		logger: r.cfg.logger.With("module", name),
 	}, nil
 }

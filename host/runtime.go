@@ -36,10 +36,10 @@ import (
 // 1 GiB per instance. A Go guest needs at least ~64 pages to start; flightdelays-go runs in ~5 MiB.
 const DefaultMemoryLimitPages = 16384
 
-// Runtime compiles and runs handler modules. It owns two wazero runtimes: one built with
-// WithCloseOnContextDone(true) for modules under a batch deadline (the only way to stop a runaway
-// loop; it slows guest code 2.5-5x) and one without for trusted modules, sharing one compilation
-// cache. A Runtime is safe for concurrent use.
+// Runtime compiles and runs handler modules. It owns two wazero runtimes sharing one compilation
+// cache: one without WithCloseOnContextDone for trusted modules and for untrusted modules
+// instrumented with the host's own cheap deadline check (instrument.go), and one with it as the
+// fallback for modules the host cannot instrument (it slows guest code 5-8x). A Runtime is safe for concurrent use.
 type Runtime struct {
 	cfg      runtimeConfig
 	cache    wazero.CompilationCache // nil when disabled

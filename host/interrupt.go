@@ -1,0 +1,86 @@
+package host
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero/api"
+)
+
+// interrupter enforces the batch deadline of an instrumented module (instrument.go): while armed,
+// a timer and the caller's context set the instance's interruptExport global, which makes the
+// guest trap at its next loop header. One per Handler; its methods are called with the Handler's
+// mutex held, except fire, which runs on timer and context goroutines.
+type interrupter struct {
+	mu     sync.Mutex
+	flag   api.MutableGlobal // the current instance's global; nil without an instance
+	armed  bool
+	fired  bool
+	timer  *time.Timer
+	fireFn func()
+	stop   func() bool // context.AfterFunc's stop of the current call, nil when none
+}
+
+// arm starts the deadline d of one call and watches ctx.
+func (it *interrupter) arm(ctx context.Context, d time.Duration) {
+	it.mu.Lock()
+	it.armed, it.fired = true, false
+	it.mu.Unlock()
+	if it.fireFn == nil {
+		it.fireFn = it.fire
+	}
+	if it.timer == nil {
+		it.timer = time.AfterFunc(d, it.fireFn)
+	} else {
+		it.timer.Reset(d)
+	}
+	if ctx.Done() != nil {
+		it.stop = context.AfterFunc(ctx, it.fireFn)
+	}
+}
+
+// fire interrupts the guest if a call is armed.
+func (it *interrupter) fire() {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	if !it.armed {
+		return
+	}
+	it.fired = true
+	if it.flag != nil {
+		it.flag.Set(1)
+	}
+}
+
+// attach makes flag (nil: none) the global to set; when the deadline already passed, it is set
+// at once.
+func (it *interrupter) attach(flag api.MutableGlobal) {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	it.flag = flag
+	if flag != nil && it.fired {
+		flag.Set(1)
+	}
+}
+
+// disarm ends the call and reports whether the deadline passed or the context was done during
+// it; the global is cleared again, so an instance that returned in time despite it stays usable.
+// Calling it again returns false.
+func (it *interrupter) disarm() (fired bool) {
+	if it.timer != nil {
+		it.timer.Stop()
+	}
+	if it.stop != nil {
+		it.stop()
+		it.stop = nil
+	}
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	fired = it.fired
+	it.armed, it.fired = false, false
+	if fired && it.flag != nil {
+		it.flag.Set(0)
+	}
+	return fired
+}
