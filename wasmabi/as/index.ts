@@ -953,3 +953,229 @@ export class JsonWriter {
     this.len += <i32>(p - p0);
   }
 }
+
+// ---- one-pass field reader and byte-keyed index (allocation-free hot paths) ----
+
+/** Parses the raw JSON integer literal s..e like the Go SDK (fits an i64, no fraction/exponent); sets parsedOk. */
+let parsedOk = false;
+function parseIntRange(s: usize, e: usize): i64 {
+  parsedOk = false;
+  let p = s;
+  const neg = load<u8>(p) == 0x2D;
+  if (neg) p++;
+  const n = e - p;
+  if (n == 0 || n > 19) return 0;
+  let u: u64 = 0;
+  for (; p < e; p++) {
+    const c = <u32>load<u8>(p);
+    if (c < 0x30 || c > 0x39) return 0;
+    u = u * 10 + <u64>(c - 0x30);
+  }
+  if (neg) {
+    if (u > 0x8000000000000000) return 0;
+    parsedOk = true;
+    return -(<i64>u);
+  }
+  if (u > 0x7FFFFFFFFFFFFFFF) return 0;
+  parsedOk = true;
+  return <i64>u;
+}
+
+/**
+ * Reads several top-level fields of a JSON object in one scan, the twin of the Go SDK's
+ * guest.JSONFields: the same rules as JsonReader (first occurrence wins, values before the last
+ * field needed are syntax-checked; fields after a syntax error are absent), but one pass for all
+ * fields, keys encoded once, and no allocation: strings come back as bytes (`str`). Keys must be
+ * distinct.
+ */
+export class JsonFields {
+  private keys: StaticArray<ArrayBuffer>;
+  private vs: StaticArray<usize>;
+  private ve: StaticArray<usize>;
+  private plain: StaticArray<bool>;
+  private seen: StaticArray<bool>;
+  private unesc: Scratch = new Scratch();
+  /** Whether the last int/str call found its field with that type. */
+  ok: bool = false;
+  /** After str(): the unescaped UTF-8 bytes, aliasing the scanned data when the string has no
+   * escapes or invalid UTF-8, else a scratch buffer valid until the next str(). */
+  strPtr: usize = 0;
+  strLen: i32 = 0;
+
+  constructor(keys: Array<string>) {
+    const n = keys.length;
+    this.keys = new StaticArray<ArrayBuffer>(n);
+    this.vs = new StaticArray<usize>(n);
+    this.ve = new StaticArray<usize>(n);
+    this.plain = new StaticArray<bool>(n);
+    this.seen = new StaticArray<bool>(n);
+    for (let i = 0; i < n; i++) this.keys[i] = String.UTF8.encode(keys[i]);
+  }
+
+  /** Scans the object at ptr..ptr+len, replacing the fields of the previous scan. */
+  scan(ptr: usize, len: i32): JsonFields {
+    const nk = this.keys.length;
+    for (let k = 0; k < nk; k++) unchecked(this.seen[k] = false);
+    let left = nk;
+    const end = ptr + <usize>len;
+    let i = skipWS(ptr, end);
+    if (i >= end || load<u8>(i) != 0x7B) return this;
+    i = skipWS(i + 1, end);
+    if (i < end && load<u8>(i) == 0x7D) return this;
+    while (true) {
+      if (i >= end || load<u8>(i) != 0x22) return this;
+      let j = scanString(i, end);
+      if (j == 0) return this;
+      const kplain = scanPlain;
+      let match = -1;
+      for (let k = 0; k < nk; k++) {
+        if (unchecked(this.seen[k])) continue;
+        const kb = unchecked(this.keys[k]);
+        if (keyEqual(i + 1, j - 1, kplain, changetype<usize>(kb), kb.byteLength)) { match = k; break; }
+      }
+      i = skipWS(j, end);
+      if (i >= end || load<u8>(i) != 0x3A) return this;
+      i = skipWS(i + 1, end);
+      const start = i;
+      let plain = false;
+      if (i < end && load<u8>(i) == 0x22) {
+        j = scanString(i, end);
+        if (j == 0) return this;
+        plain = scanPlain;
+      } else {
+        j = skipValue(i, end, 1);
+        if (j == 0) return this;
+      }
+      i = skipWS(j, end);
+      if (i >= end) return this;
+      const c = load<u8>(i);
+      if (c != 0x2C && c != 0x7D) return this;
+      if (match >= 0) {
+        unchecked(this.seen[match] = true);
+        unchecked(this.vs[match] = start);
+        unchecked(this.ve[match] = j);
+        unchecked(this.plain[match] = plain);
+        if (--left == 0) return this;
+      }
+      if (c == 0x7D) return this;
+      i = skipWS(i + 1, end);
+    }
+    return this;
+  }
+
+  /** Scans a document buffer. */
+  of(doc: ArrayBuffer): JsonFields { return this.scan(changetype<usize>(doc), doc.byteLength); }
+
+  /** Whether field i was found (any type). */
+  has(i: i32): bool { return this.seen[i]; }
+
+  /** Field i as an integer literal fitting an i64 (sets ok); 0 if not. */
+  int(i: i32): i64 {
+    if (!this.seen[i]) { this.ok = false; return 0; }
+    const v = parseIntRange(unchecked(this.vs[i]), unchecked(this.ve[i]));
+    this.ok = parsedOk;
+    return v;
+  }
+
+  /** Whether field i is a string (also sets ok); its unescaped bytes are then at strPtr/strLen. */
+  str(i: i32): bool {
+    this.ok = false;
+    if (!this.seen[i]) return false;
+    const s = unchecked(this.vs[i]) + 1, e = unchecked(this.ve[i]) - 1;
+    if (load<u8>(s - 1) != 0x22) return false;
+    if (unchecked(this.plain[i])) {
+      this.strPtr = s;
+      this.strLen = <i32>(e - s);
+    } else {
+      const q = this.unesc.ptr(<i32>(e - s) * 3);
+      this.strLen = unescape(s, e, q);
+      this.strPtr = q;
+    }
+    this.ok = true;
+    return true;
+  }
+}
+
+/**
+ * Maps byte strings to dense indexes 0, 1, 2, ... in insertion order (open addressing, FNV-1a),
+ * copying the keys into an internal arena: no allocation per key once warmed up. For per-batch
+ * aggregates keyed by raw bytes: reset() at the start of each batch.
+ */
+export class BytesIndex {
+  private slots: StaticArray<i32> = new StaticArray<i32>(64); // index + 1; 0 = empty
+  private offs: Array<i32> = [];
+  private lens: Array<i32> = [];
+  private hashes: Array<u32> = [];
+  private arena: ArrayBuffer = new ArrayBuffer(256);
+  private arenaLen: i32 = 0;
+
+  /** The number of keys. */
+  get size(): i32 { return this.offs.length; }
+
+  /** Removes every key. */
+  reset(): void {
+    if (this.offs.length > 0) memory.fill(changetype<usize>(this.slots), 0, <usize>this.slots.length << 2);
+    this.offs.length = 0;
+    this.lens.length = 0;
+    this.hashes.length = 0;
+    this.arenaLen = 0;
+  }
+
+  /** The index of the key p..p+n, or -1. */
+  find(p: usize, n: i32): i32 {
+    const h = fnv(p, n);
+    const mask = this.slots.length - 1;
+    let s = <i32>h & mask;
+    while (true) {
+      const v = unchecked(this.slots[s]);
+      if (v == 0) return -1;
+      const i = v - 1;
+      if (unchecked(this.hashes[i]) == h && unchecked(this.lens[i]) == n &&
+        memory.compare(changetype<usize>(this.arena) + <usize>unchecked(this.offs[i]), p, n) == 0) return i;
+      s = (s + 1) & mask;
+    }
+    return -1;
+  }
+
+  /** Adds the key p..p+n, which must not be present, and returns its index. p must not point into this index. */
+  add(p: usize, n: i32): i32 {
+    const i = this.offs.length;
+    if ((i + 1) * 2 > this.slots.length) this.grow();
+    const need = this.arenaLen + n;
+    if (need > this.arena.byteLength) {
+      const nb = new ArrayBuffer(max(need, this.arena.byteLength << 1));
+      memory.copy(changetype<usize>(nb), changetype<usize>(this.arena), <usize>this.arenaLen);
+      this.arena = nb;
+    }
+    memory.copy(changetype<usize>(this.arena) + <usize>this.arenaLen, p, n);
+    const h = fnv(p, n);
+    this.offs.push(this.arenaLen);
+    this.lens.push(n);
+    this.hashes.push(h);
+    this.arenaLen += n;
+    this.insert(h, i);
+    return i;
+  }
+
+  /** The bytes of key i (valid until the next add). */
+  keyPtr(i: i32): usize { return changetype<usize>(this.arena) + <usize>this.offs[i]; }
+  keyLen(i: i32): i32 { return this.lens[i]; }
+
+  private insert(h: u32, i: i32): void {
+    const mask = this.slots.length - 1;
+    let s = <i32>h & mask;
+    while (unchecked(this.slots[s]) != 0) s = (s + 1) & mask;
+    unchecked(this.slots[s] = i + 1);
+  }
+
+  private grow(): void {
+    this.slots = new StaticArray<i32>(this.slots.length << 1);
+    for (let i = 0, n = this.offs.length; i < n; i++) this.insert(unchecked(this.hashes[i]), i);
+  }
+}
+
+function fnv(p: usize, n: i32): u32 {
+  let h: u32 = 2166136261;
+  for (let k = 0; k < n; k++) h = (h ^ <u32>load<u8>(p + <usize>k)) * 16777619;
+  return h;
+}

@@ -552,3 +552,118 @@ func appendQuoted[T string | []byte](dst []byte, s T) []byte {
 	}
 	return append(dst, '"')
 }
+
+// JSONFields reads several top-level fields of a JSON object in one scan, with the same rules as
+// JSONRaw & co. (first occurrence wins; values before the last field needed are syntax-checked,
+// bytes after it are not). A field counts as present when JSONRaw would find it: the scan stops
+// at the first syntax error, and fields not seen by then are absent. Reuse one JSONFields for
+// every event; Scan does not allocate (except to unescape keys with escapes longer than 128
+// bytes). Not safe for concurrent use.
+//
+//	f := guest.NewJSONFields("delay", "origin")
+//	f.Scan(ev.Data)
+//	delay, ok := f.Int(0)
+//	origin, ok := f.String(1)
+type JSONFields struct {
+	keys  []string
+	vals  [][]byte // raw values of the last Scan, nil when absent
+	plain []bool   // string value without escapes or invalid UTF-8
+}
+
+// NewJSONFields returns a reader of the top-level fields keys (index i in the accessors is
+// keys[i]). It panics when a key repeats.
+func NewJSONFields(keys ...string) *JSONFields {
+	for i, k := range keys {
+		for _, k2 := range keys[:i] {
+			if k == k2 {
+				panic("guest: NewJSONFields: key " + strconv.Quote(k) + " repeats")
+			}
+		}
+	}
+	return &JSONFields{keys: keys, vals: make([][]byte, len(keys)), plain: make([]bool, len(keys))}
+}
+
+// Scan reads the fields of data, replacing those of the previous Scan.
+func (f *JSONFields) Scan(data []byte) {
+	for i := range f.vals {
+		f.vals[i] = nil
+	}
+	left := len(f.keys)
+	i := skipWS(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return
+	}
+	i = skipWS(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return
+	}
+	for {
+		if i >= len(data) || data[i] != '"' {
+			return
+		}
+		j, kplain := scanString(data, i)
+		if j < 0 {
+			return
+		}
+		match := -1
+		for k, key := range f.keys {
+			if f.vals[k] == nil && keyEqual(data[i+1:j-1], kplain, key) {
+				match = k
+				break
+			}
+		}
+		i = skipWS(data, j)
+		if i >= len(data) || data[i] != ':' {
+			return
+		}
+		i = skipWS(data, i+1)
+		start := i
+		plain := false
+		if i < len(data) && data[i] == '"' {
+			if j, plain = scanString(data, i); j < 0 {
+				return
+			}
+		} else if j = skipValue(data, i, 1); j < 0 {
+			return
+		}
+		i = skipWS(data, j)
+		if i >= len(data) || (data[i] != ',' && data[i] != '}') {
+			return
+		}
+		if match >= 0 {
+			f.vals[match], f.plain[match] = data[start:j], plain
+			if left--; left == 0 {
+				return
+			}
+		}
+		if data[i] == '}' {
+			return
+		}
+		i = skipWS(data, i+1)
+	}
+}
+
+// Raw returns the raw JSON text of field i, as JSONRaw.
+func (f *JSONFields) Raw(i int) ([]byte, bool) { return f.vals[i], f.vals[i] != nil }
+
+// Int returns field i when it is an integer literal that fits in an int64, as JSONInt.
+func (f *JSONFields) Int(i int) (int64, bool) {
+	if f.vals[i] == nil {
+		return 0, false
+	}
+	return parseJSONInt(f.vals[i])
+}
+
+// String returns the unescaped value of string field i, as JSONString: it aliases the scanned
+// data unless the string has escapes or invalid UTF-8 (then it is a new slice).
+func (f *JSONFields) String(i int) ([]byte, bool) {
+	v := f.vals[i]
+	if v == nil || v[0] != '"' {
+		return nil, false
+	}
+	raw := v[1 : len(v)-1]
+	if f.plain[i] {
+		return raw, true
+	}
+	return unescapeJSON(make([]byte, 0, len(raw)), raw), true
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -302,4 +303,70 @@ func FuzzObject(f *testing.F) {
 			t.Fatalf("JSONString k = %q, %v; want %q", v, ok, string([]rune(k)))
 		}
 	})
+}
+
+// FuzzJSONFields checks that one JSONFields scan agrees with the one-field accessors on any input.
+func FuzzJSONFields(f *testing.F) {
+	for _, s := range []string{flight, `{}`, `{"a":1,"a":2,"b":"x"}`, `{"a":1,"b":`, `{"b":"\u0041","a":[1,{"a":2}],"c":"\ud800"}`,
+		`{"a":1 "b":2}`, `{"c":true,"a\u0062":null}`, ``} {
+		f.Add([]byte(s), "a", "b", "ab")
+	}
+	f.Fuzz(func(t *testing.T, data []byte, k0, k1, k2 string) {
+		keys := []string{k0}
+		for _, k := range []string{k1, k2} {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+		jf := guest.NewJSONFields(keys...)
+		jf.Scan([]byte(`{"` + k0 + `":"stale"}`)) // the previous scan must not leak
+		jf.Scan(data)
+		for i, k := range keys {
+			raw, ok := jf.Raw(i)
+			wraw, wok := guest.JSONRaw(data, k)
+			if ok != wok || !bytes.Equal(raw, wraw) {
+				t.Fatalf("key %q: Raw = %q, %v; JSONRaw = %q, %v", k, raw, ok, wraw, wok)
+			}
+			n, ok := jf.Int(i)
+			wn, wok := guest.JSONInt(data, k)
+			if ok != wok || n != wn {
+				t.Fatalf("key %q: Int = %d, %v; JSONInt = %d, %v", k, n, ok, wn, wok)
+			}
+			s, ok := jf.String(i)
+			ws, wok := guest.JSONString(data, k)
+			if ok != wok || !bytes.Equal(s, ws) {
+				t.Fatalf("key %q: String = %q, %v; JSONString = %q, %v", k, s, ok, ws, wok)
+			}
+		}
+	})
+}
+
+func TestJSONFields(t *testing.T) {
+	jf := guest.NewJSONFields("delay", "distance", "origin", "destination", "missing")
+	jf.Scan([]byte(flight))
+	if v, ok := jf.Int(0); !ok || v != 66 {
+		t.Errorf("delay = %d, %v", v, ok)
+	}
+	if v, ok := jf.Int(1); !ok || v != 1750 {
+		t.Errorf("distance = %d, %v", v, ok)
+	}
+	if v, ok := jf.String(3); !ok || string(v) != "LAS" {
+		t.Errorf("destination = %q, %v", v, ok)
+	}
+	if _, ok := jf.Raw(4); ok {
+		t.Error("missing field found")
+	}
+	if _, ok := jf.String(0); ok {
+		t.Error("an integer read as a string")
+	}
+	data := []byte(flight)
+	if n := testing.AllocsPerRun(100, func() { jf.Scan(data); jf.String(2) }); n != 0 {
+		t.Errorf("Scan allocates %v times", n)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("repeated key did not panic")
+		}
+	}()
+	guest.NewJSONFields("a", "a")
 }

@@ -17,6 +17,7 @@ package flightdelays
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/projhost/projhost/wasmabi/guest"
 )
@@ -54,60 +55,125 @@ func AppendRoute(dst []byte, r Route) []byte {
 	return o.Bytes()
 }
 
-// scratch buffers reused across events and batches (one handler instance is never entered
-// concurrently; natively, one Native at a time may run this Handler).
-var docBuf, keyBuf []byte
+// Per-batch state, reused across batches (one handler instance is never entered concurrently;
+// natively, one Native at a time may run this Handler). Each document the batch touches is read
+// once, when its key first appears, aggregated in Go structs, and written once at the end of the
+// batch, in the order the keys first appeared (the order the SDK's cache would emit them in if
+// every event did Read and Put).
+var (
+	fields   = guest.NewJSONFields("delay", "distance", "origin", "destination")
+	airports = aggIndex[Airport]{}
+	routes   = aggIndex[Route]{}
+	order    []docRef // documents in first-touch order
+	keyArena []byte   // bytes of this batch's keys; map keys alias it
+	docBuf   []byte
+	keyBuf   []byte
+)
+
+// docRef names one aggregate: an airport (route false) or a route, by index.
+type docRef struct {
+	route bool
+	i     int32
+}
+
+// aggIndex holds one collection's aggregates of the current batch.
+type aggIndex[T any] struct {
+	idx  map[string]int32
+	keys []string
+	vals []T
+}
+
+func (a *aggIndex[T]) reset() {
+	if a.idx == nil {
+		a.idx = make(map[string]int32)
+	}
+	clear(a.idx)
+	a.keys, a.vals = a.keys[:0], a.vals[:0]
+}
+
+// add registers key (copied into keyArena) with value v and returns its index.
+func (a *aggIndex[T]) add(key []byte, v T) int32 {
+	start := len(keyArena)
+	keyArena = append(keyArena, key...) // a reallocation leaves older keys on the old array, kept alive by them
+	k := unsafe.String(&keyArena[start], len(key))
+	i := int32(len(a.vals))
+	a.idx[k] = i
+	a.keys = append(a.keys, k)
+	a.vals = append(a.vals, v)
+	return i
+}
 
 // Handler is the projection's batch handler.
 func Handler(b *guest.Batch) error {
+	airports.reset()
+	routes.reset()
+	order = order[:0]
+	keyArena = keyArena[:0]
 	for b.Next() {
 		ev := b.Event()
-		d := ev.Data
-		delay, ok := guest.JSONInt(d, "delay")
+		fields.Scan(ev.Data)
+		delay, ok := fields.Int(0)
 		if !ok {
 			return badEvent(ev, "delay", "an integer")
 		}
-		distance, ok := guest.JSONInt(d, "distance")
+		distance, ok := fields.Int(1)
 		if !ok {
 			return badEvent(ev, "distance", "an integer")
 		}
-		origin, ok := guest.JSONString(d, "origin")
+		origin, ok := fields.String(2)
 		if !ok || len(origin) == 0 {
 			return badEvent(ev, "origin", "a non-empty string")
 		}
-		dest, ok := guest.JSONString(d, "destination")
+		dest, ok := fields.String(3)
 		if !ok || len(dest) == 0 {
 			return badEvent(ev, "destination", "a non-empty string")
 		}
 
-		var a Airport
-		if doc, ok := b.Read(Airports, origin); ok {
-			if a, ok = parseAirport(doc); !ok {
-				return fmt.Errorf("flightdelays: stored document %s/%s is not {\"flights\":N,\"delayed\":N,\"total_delay\":N,\"max_delay\":N}: %.200s", Airports, origin, doc)
+		ai, ok := airports.idx[string(origin)]
+		if !ok {
+			var a Airport
+			if doc, ok := b.Read(Airports, origin); ok {
+				if a, ok = parseAirport(doc); !ok {
+					return fmt.Errorf("flightdelays: stored document %s/%s is not {\"flights\":N,\"delayed\":N,\"total_delay\":N,\"max_delay\":N}: %.200s", Airports, origin, doc)
+				}
+			} else {
+				a.MaxDelay = delay
 			}
-		} else {
-			a.MaxDelay = delay
+			ai = airports.add(origin, a)
+			order = append(order, docRef{false, ai})
 		}
+		a := &airports.vals[ai]
 		a.Flights++
 		if delay > DelayedMinutes {
 			a.Delayed++
 		}
 		a.TotalDelay += delay
 		a.MaxDelay = max(a.MaxDelay, delay)
-		docBuf = AppendAirport(docBuf[:0], a)
-		b.Put(Airports, origin, docBuf)
 
 		keyBuf = append(append(append(keyBuf[:0], origin...), '-'), dest...)
-		var r Route
-		if doc, ok := b.Read(Routes, keyBuf); ok {
-			if r, ok = parseRoute(doc); !ok {
-				return fmt.Errorf("flightdelays: stored document %s/%s is not {\"flights\":N,\"total_distance\":N}: %.200s", Routes, keyBuf, doc)
+		ri, ok := routes.idx[string(keyBuf)]
+		if !ok {
+			var r Route
+			if doc, ok := b.Read(Routes, keyBuf); ok {
+				if r, ok = parseRoute(doc); !ok {
+					return fmt.Errorf("flightdelays: stored document %s/%s is not {\"flights\":N,\"total_distance\":N}: %.200s", Routes, keyBuf, doc)
+				}
 			}
+			ri = routes.add(keyBuf, r)
+			order = append(order, docRef{true, ri})
 		}
+		r := &routes.vals[ri]
 		r.Flights++
 		r.TotalDistance += distance
-		docBuf = AppendRoute(docBuf[:0], r)
-		b.Put(Routes, keyBuf, docBuf)
+	}
+	for _, d := range order {
+		if d.route {
+			docBuf = AppendRoute(docBuf[:0], routes.vals[d.i])
+			b.Put(Routes, unsafe.Slice(unsafe.StringData(routes.keys[d.i]), len(routes.keys[d.i])), docBuf)
+		} else {
+			docBuf = AppendAirport(docBuf[:0], airports.vals[d.i])
+			b.Put(Airports, unsafe.Slice(unsafe.StringData(airports.keys[d.i]), len(airports.keys[d.i])), docBuf)
+		}
 	}
 	return nil
 }

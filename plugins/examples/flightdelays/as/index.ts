@@ -1,8 +1,10 @@
 // flightdelays in AssemblyScript: the same projection as ../flightdelays.go, writing
-// byte-identical documents (see that file for the document shapes).
+// byte-identical documents in the same order (see that file for the document shapes and the
+// per-batch aggregation: each document is read once, when its key first appears in the batch,
+// and written once, at the end of the batch, in first-appearance order).
 //
 //   asc index.ts -o flightdelays-as.wasm --runtime incremental -O3
-import { Batch, Event, JsonReader, JsonWriter, handle } from "../../../../wasmabi/as/index";
+import { Batch, BytesIndex, Event, JsonFields, JsonWriter, handle } from "../../../../wasmabi/as/index";
 export { projhost_abi_v1, projhost_alloc, projhost_handle } from "../../../../wasmabi/as/index";
 
 const DELAYED_MINUTES: i64 = 15;
@@ -10,61 +12,122 @@ const AIRPORTS = "airports";
 const ROUTES = "routes";
 
 const w = new JsonWriter();
-const doc = new JsonReader();
+const event = new JsonFields(["delay", "distance", "origin", "destination"]);
+const airportDoc = new JsonFields(["flights", "delayed", "total_delay", "max_delay"]);
+const routeDoc = new JsonFields(["flights", "total_distance"]);
+
+// Aggregates of the current batch, by index in their BytesIndex.
+const airports = new BytesIndex();
+const aKey: Array<string> = [];
+const aFlights: Array<i64> = [];
+const aDelayed: Array<i64> = [];
+const aTotal: Array<i64> = [];
+const aMax: Array<i64> = [];
+const routes = new BytesIndex();
+const rKey: Array<string> = [];
+const rFlights: Array<i64> = [];
+const rDist: Array<i64> = [];
+// Documents in first-appearance order: index << 1 | 1 for a route, index << 1 for an airport.
+const order: Array<i32> = [];
+// "<origin>-<destination>" of the current event; the origin is its first originLen bytes.
+let keyBuf = new ArrayBuffer(64);
 
 function badEvent(ev: Event, field: string, want: string): string {
   return "flightdelays: event seq " + ev.seq() + " (partition key \"" + ev.partitionKey() +
     "\"): field \"" + field + "\" missing or not " + want;
 }
 
+function keyInto(off: i32, p: usize, n: i32): usize {
+  if (keyBuf.byteLength < off + n) {
+    const nb = new ArrayBuffer(max(off + n, keyBuf.byteLength << 1));
+    memory.copy(changetype<usize>(nb), changetype<usize>(keyBuf), <usize>off);
+    keyBuf = nb;
+  }
+  const k = changetype<usize>(keyBuf);
+  memory.copy(k + <usize>off, p, n);
+  return k;
+}
+
 function onBatch(b: Batch): string | null {
+  airports.reset();
+  routes.reset();
+  aKey.length = 0; aFlights.length = 0; aDelayed.length = 0; aTotal.length = 0; aMax.length = 0;
+  rKey.length = 0; rFlights.length = 0; rDist.length = 0;
+  order.length = 0;
   while (b.next()) {
     const ev = b.event;
-    const j = ev.json();
-    const delay = j.getInt("delay");
-    if (!j.found) return badEvent(ev, "delay", "an integer");
-    const distance = j.getInt("distance");
-    if (!j.found) return badEvent(ev, "distance", "an integer");
-    const origin = j.getString("origin");
-    if (origin === null || origin.length == 0) return badEvent(ev, "origin", "a non-empty string");
-    const dest = j.getString("destination");
-    if (dest === null || dest.length == 0) return badEvent(ev, "destination", "a non-empty string");
+    const j = event.scan(ev.dataPtr, ev.dataLen);
+    const delay = j.int(0);
+    if (!j.ok) return badEvent(ev, "delay", "an integer");
+    const distance = j.int(1);
+    if (!j.ok) return badEvent(ev, "distance", "an integer");
+    if (!j.str(2) || j.strLen == 0) return badEvent(ev, "origin", "a non-empty string");
+    const ol = j.strLen;
+    keyInto(0, j.strPtr, ol);
+    if (!j.str(3) || j.strLen == 0) return badEvent(ev, "destination", "a non-empty string");
+    const kl = ol + 1 + j.strLen;
+    const k = keyInto(ol + 1, j.strPtr, j.strLen);
+    store<u8>(k + <usize>ol, 0x2D); // '-
 
-    let flights: i64 = 0, delayed: i64 = 0, totalDelay: i64 = 0, maxDelay: i64 = delay;
-    const a = b.read(AIRPORTS, origin);
-    if (a !== null) {
-      doc.of(a);
-      flights = doc.getInt("flights");
-      let ok = doc.found;
-      delayed = doc.getInt("delayed");
-      ok = ok && doc.found;
-      totalDelay = doc.getInt("total_delay");
-      ok = ok && doc.found;
-      maxDelay = doc.getInt("max_delay");
-      ok = ok && doc.found;
-      if (!ok) return "flightdelays: stored document " + AIRPORTS + "/" + origin +
-        " is not {\"flights\":N,\"delayed\":N,\"total_delay\":N,\"max_delay\":N}";
+    let ai = airports.find(k, ol);
+    if (ai < 0) {
+      const origin = String.UTF8.decodeUnsafe(k, ol);
+      let flights: i64 = 0, delayed: i64 = 0, totalDelay: i64 = 0, maxDelay: i64 = delay;
+      const a = b.read(AIRPORTS, origin);
+      if (a !== null) {
+        const d = airportDoc.of(a);
+        flights = d.int(0);
+        let ok = d.ok;
+        delayed = d.int(1);
+        ok = ok && d.ok;
+        totalDelay = d.int(2);
+        ok = ok && d.ok;
+        maxDelay = d.int(3);
+        ok = ok && d.ok;
+        if (!ok) return "flightdelays: stored document " + AIRPORTS + "/" + origin +
+          " is not {\"flights\":N,\"delayed\":N,\"total_delay\":N,\"max_delay\":N}";
+      }
+      ai = airports.add(k, ol);
+      aKey.push(origin); aFlights.push(flights); aDelayed.push(delayed); aTotal.push(totalDelay); aMax.push(maxDelay);
+      order.push(ai << 1);
     }
-    flights++;
-    if (delay > DELAYED_MINUTES) delayed++;
-    totalDelay += delay;
-    if (delay > maxDelay) maxDelay = delay;
-    b.put(AIRPORTS, origin, w.begin().int("flights", flights).int("delayed", delayed)
-      .int("total_delay", totalDelay).int("max_delay", maxDelay).finish());
+    unchecked(aFlights[ai] = unchecked(aFlights[ai]) + 1);
+    if (delay > DELAYED_MINUTES) unchecked(aDelayed[ai] = unchecked(aDelayed[ai]) + 1);
+    unchecked(aTotal[ai] = unchecked(aTotal[ai]) + delay);
+    if (delay > unchecked(aMax[ai])) unchecked(aMax[ai] = delay);
 
-    const route = origin + "-" + dest;
-    let rflights: i64 = 0, rdist: i64 = 0;
-    const r = b.read(ROUTES, route);
-    if (r !== null) {
-      doc.of(r);
-      rflights = doc.getInt("flights");
-      let ok = doc.found;
-      rdist = doc.getInt("total_distance");
-      ok = ok && doc.found;
-      if (!ok) return "flightdelays: stored document " + ROUTES + "/" + route +
-        " is not {\"flights\":N,\"total_distance\":N}";
+    let ri = routes.find(k, kl);
+    if (ri < 0) {
+      const route = String.UTF8.decodeUnsafe(k, kl);
+      let flights: i64 = 0, dist: i64 = 0;
+      const r = b.read(ROUTES, route);
+      if (r !== null) {
+        const d = routeDoc.of(r);
+        flights = d.int(0);
+        let ok = d.ok;
+        dist = d.int(1);
+        ok = ok && d.ok;
+        if (!ok) return "flightdelays: stored document " + ROUTES + "/" + route +
+          " is not {\"flights\":N,\"total_distance\":N}";
+      }
+      ri = routes.add(k, kl);
+      rKey.push(route); rFlights.push(flights); rDist.push(dist);
+      order.push(ri << 1 | 1);
     }
-    b.put(ROUTES, route, w.begin().int("flights", rflights + 1).int("total_distance", rdist + distance).finish());
+    unchecked(rFlights[ri] = unchecked(rFlights[ri]) + 1);
+    unchecked(rDist[ri] = unchecked(rDist[ri]) + distance);
+  }
+  for (let n = order.length, x = 0; x < n; x++) {
+    const o = unchecked(order[x]);
+    const i = o >> 1;
+    if (o & 1) {
+      b.put(ROUTES, unchecked(rKey[i]), w.begin().int("flights", unchecked(rFlights[i]))
+        .int("total_distance", unchecked(rDist[i])).finish());
+    } else {
+      b.put(AIRPORTS, unchecked(aKey[i]), w.begin().int("flights", unchecked(aFlights[i]))
+        .int("delayed", unchecked(aDelayed[i])).int("total_delay", unchecked(aTotal[i]))
+        .int("max_delay", unchecked(aMax[i])).finish());
+    }
   }
   return null;
 }
