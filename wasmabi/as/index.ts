@@ -168,10 +168,14 @@ export class Event {
   json(): JsonReader { return this.reader.reset(this.dataPtr, this.dataLen); }
 }
 
-class Entry {
-  doc: ArrayBuffer | null = null; // null: absent or deleted
-  dirty: bool = false;
-  constructor(public collection: string, public key: string) {}
+function validCollection(c: string): bool {
+  const n = c.length;
+  if (n == 0 || n > MAX_COLLECTION_LEN) return false;
+  for (let i = 0; i < n; i++) {
+    const x = c.charCodeAt(i);
+    if (!((x >= 0x61 && x <= 0x7A) || (x >= 0x41 && x <= 0x5A) || (x >= 0x30 && x <= 0x39) || x == 0x5F || x == 0x2E || x == 0x2D)) return false;
+  }
+  return true;
 }
 
 /** A handler: returns null on success, or a message that fails the batch. */
@@ -189,12 +193,24 @@ export class Batch {
   private shardLen: i32 = 0;
   decodeError: string | null = null;
   usageError: string | null = null;
-  // Per-collection key maps; few collections per handler, so a linear scan (pointer equality
-  // first: collection names are usually the same string constant) beats hashing the name.
+  // The per-batch cache. Collections: few per handler, so a linear scan (pointer equality first:
+  // names are usually the same string constant) beats hashing; each is validated once per batch.
+  // Entries are keyed by (collection index u32, key UTF-8 bytes) in one BytesIndex, whose dense
+  // indexes are first-touch order, the output order. Documents live in one arena reset per
+  // batch: the cache allocates nothing per key once warmed up.
   private collNames: Array<string> = [];
-  private collMaps: Array<Map<string, Entry>> = [];
-  entries: Array<Entry> = [];
+  private collBytes: Array<ArrayBuffer> = [];
+  keys: BytesIndex = new BytesIndex();
+  docOff: Array<i32> = []; // -1: absent or deleted
+  docLen: Array<i32> = [];
+  dirty: Array<bool> = [];
+  docs: ArrayBuffer = new ArrayBuffer(4096);
+  docsLen: i32 = 0;
+  private ckey: ArrayBuffer = new ArrayBuffer(64); // composite key scratch
   private readBuf: ArrayBuffer = new ArrayBuffer(4096);
+  /** After readRaw() returned true: the document's bytes, valid until the next put/delete/read. */
+  docPtr: usize = 0;
+  docSize: i32 = 0;
 
   /** The shard all events of the batch came from. */
   shardId(): string { return String.UTF8.decodeUnsafe(this.shardPtr, this.shardLen); }
@@ -247,101 +263,152 @@ export class Batch {
   }
 
   /**
-   * Sets collection/key to doc, one JSON object of at most 256 KiB. The batch keeps doc itself
-   * (no copy): do not modify it afterwards. Collection names are 1..255 bytes of [A-Za-z0-9_.-];
-   * keys 1..1024 UTF-8 bytes without NUL. Misuse fails the batch when the handler returns.
+   * Sets collection/key to doc, one JSON object of at most 256 KiB (copied: the caller may reuse
+   * doc). Collection names are 1..255 bytes of [A-Za-z0-9_.-]; keys 1..1024 UTF-8 bytes without
+   * NUL. Misuse fails the batch when the handler returns.
    */
   put(collection: string, key: string, doc: ArrayBuffer): void {
-    if (!this.check(collection, key)) return;
-    const n = doc.byteLength;
-    if (n > MAX_DOC_LEN) {
-      this.misuse("put " + collection + "/" + key + ": document of " + n.toString() + " bytes exceeds " + MAX_DOC_LEN.toString());
+    const kl = utf8Into(keyScratch, key);
+    this.putRaw(collection, changetype<usize>(keyScratch.buf), kl, changetype<usize>(doc), doc.byteLength);
+  }
+
+  /** put with the key as UTF-8 bytes kp..kp+kl and the document as bytes dp..dp+dl (both copied). */
+  putRaw(collection: string, kp: usize, kl: i32, dp: usize, dl: i32): void {
+    const e = this.entry(collection, kp, kl);
+    if (e < 0) return;
+    if (dl > MAX_DOC_LEN) {
+      this.misuse("put " + collection + "/" + String.UTF8.decodeUnsafe(kp, kl) + ": document of " + dl.toString() + " bytes exceeds " + MAX_DOC_LEN.toString());
       return;
     }
-    const p = changetype<usize>(doc);
-    if (n < 2 || load<u8>(p) != 0x7B || load<u8>(p + n - 1) != 0x7D) {
-      this.misuse("put " + collection + "/" + key + ": document is not a JSON object (want {...})");
+    if (dl < 2 || load<u8>(dp) != 0x7B || load<u8>(dp + dl - 1) != 0x7D) {
+      this.misuse("put " + collection + "/" + String.UTF8.decodeUnsafe(kp, kl) + ": document is not a JSON object (want {...})");
       return;
     }
-    const e = this.entry(collection, key);
-    e.doc = doc;
-    e.dirty = true;
+    this.setDoc(e, dp, dl);
+    unchecked(this.dirty[e] = true);
+  }
+
+  /** put of the object w holds (after its last field; w stays usable, see JsonWriter.end). */
+  putWriter(collection: string, kp: usize, kl: i32, w: JsonWriter): void {
+    const p = w.end();
+    this.putRaw(collection, kp, kl, p, w.byteLength);
   }
 
   /** Deletes collection/key. */
   delete(collection: string, key: string): void {
-    if (!this.check(collection, key)) return;
-    const e = this.entry(collection, key);
-    e.doc = null;
-    e.dirty = true;
+    const kl = utf8Into(keyScratch, key);
+    this.deleteRaw(collection, changetype<usize>(keyScratch.buf), kl);
+  }
+
+  /** delete with the key as UTF-8 bytes kp..kp+kl. */
+  deleteRaw(collection: string, kp: usize, kl: i32): void {
+    const e = this.entry(collection, kp, kl);
+    if (e < 0) return;
+    unchecked(this.docOff[e] = -1);
+    unchecked(this.docLen[e] = 0);
+    unchecked(this.dirty[e] = true);
   }
 
   /**
    * Returns the current document of collection/key, or null when there is none: this batch's own
    * latest put or delete of it if any, otherwise the host's read model (asked once per key and
-   * batch). Do not modify the returned buffer.
+   * batch). The result is a new copy: readRaw avoids the allocation.
    */
   read(collection: string, key: string): ArrayBuffer | null {
-    if (!this.check(collection, key)) return null;
-    const m = this.keys(collection);
-    if (m.has(key)) return m.get(key).doc;
-    const cl = utf8Into(collScratch, collection);
     const kl = utf8Into(keyScratch, key);
-    const cp = changetype<usize>(collScratch.buf), kp = changetype<usize>(keyScratch.buf);
-    let n = host_read(cp, cl, kp, kl, changetype<usize>(this.readBuf), this.readBuf.byteLength);
-    if (n > this.readBuf.byteLength) {
-      this.readBuf = new ArrayBuffer(n);
-      n = host_read(cp, cl, kp, kl, changetype<usize>(this.readBuf), this.readBuf.byteLength);
-    }
-    const e = this.entry(collection, key);
-    if (n < -1 || n > this.readBuf.byteLength) {
-      this.misuse("read " + collection + "/" + key + ": host returned invalid length " + n.toString());
-    } else if (n >= 0) {
-      const d = new ArrayBuffer(n);
-      memory.copy(changetype<usize>(d), changetype<usize>(this.readBuf), n);
-      e.doc = d;
-    }
-    return e.doc;
+    if (!this.readRaw(collection, changetype<usize>(keyScratch.buf), kl)) return null;
+    const d = new ArrayBuffer(this.docSize);
+    memory.copy(changetype<usize>(d), this.docPtr, this.docSize);
+    return d;
   }
 
-  private keys(collection: string): Map<string, Entry> {
+  /**
+   * read with the key as UTF-8 bytes kp..kp+kl, without allocating: returns whether there is a
+   * document, whose bytes are then at docPtr..docPtr+docSize until the next put, delete or read.
+   */
+  readRaw(collection: string, kp: usize, kl: i32): bool {
+    const known = this.keys.size;
+    const e = this.entry(collection, kp, kl);
+    if (e < 0) return false;
+    if (e == known) { // new entry: ask the host
+      const ci = this.collIndex;
+      const cb = unchecked(this.collBytes[ci]);
+      const cp = changetype<usize>(cb), cl = cb.byteLength;
+      const kpp = this.keys.keyPtr(e) + 4; // the key bytes, stable until the next entry
+      let n = host_read(cp, cl, kpp, kl, changetype<usize>(this.readBuf), this.readBuf.byteLength);
+      if (n > this.readBuf.byteLength) {
+        this.readBuf = new ArrayBuffer(n);
+        n = host_read(cp, cl, kpp, kl, changetype<usize>(this.readBuf), this.readBuf.byteLength);
+      }
+      if (n < -1 || n > this.readBuf.byteLength) {
+        this.misuse("read " + collection + "/" + String.UTF8.decodeUnsafe(kp, kl) + ": host returned invalid length " + n.toString());
+      } else if (n >= 0) {
+        this.setDoc(e, changetype<usize>(this.readBuf), n);
+      }
+    }
+    const off = unchecked(this.docOff[e]);
+    if (off < 0) return false;
+    this.docPtr = changetype<usize>(this.docs) + <usize>off;
+    this.docSize = unchecked(this.docLen[e]);
+    return true;
+  }
+
+  private setDoc(e: i32, p: usize, n: i32): void {
+    const need = this.docsLen + n;
+    if (need > this.docs.byteLength) {
+      const nb = new ArrayBuffer(max(need, this.docs.byteLength << 1));
+      memory.copy(changetype<usize>(nb), changetype<usize>(this.docs), <usize>this.docsLen);
+      this.docs = nb;
+    }
+    memory.copy(changetype<usize>(this.docs) + <usize>this.docsLen, p, n);
+    unchecked(this.docOff[e] = this.docsLen);
+    unchecked(this.docLen[e] = n);
+    this.docsLen = need;
+  }
+
+  private collIndex: i32 = 0;
+
+  /** The entry of collection/key (created absent and clean), or -1 after reporting misuse. Sets collIndex. */
+  private entry(collection: string, kp: usize, kl: i32): i32 {
     const names = this.collNames;
-    const n = names.length;
-    for (let i = 0; i < n; i++) {
+    const nc = names.length;
+    let ci = -1;
+    for (let i = 0; i < nc; i++) {
       const c = unchecked(names[i]);
-      if (changetype<usize>(c) == changetype<usize>(collection) || c == collection) return unchecked(this.collMaps[i]);
+      if (changetype<usize>(c) == changetype<usize>(collection) || c == collection) { ci = i; break; }
     }
-    const m = new Map<string, Entry>();
-    names.push(collection);
-    this.collMaps.push(m);
-    return m;
-  }
-
-  private entry(collection: string, key: string): Entry {
-    const m = this.keys(collection);
-    if (m.has(key)) return m.get(key);
-    const e = new Entry(collection, key);
-    m.set(key, e);
-    this.entries.push(e);
+    if (ci < 0) {
+      if (!validCollection(collection)) {
+        this.misuse("invalid collection name \"" + collection + "\": want 1..255 bytes of [A-Za-z0-9_.-]");
+        return -1;
+      }
+      ci = nc;
+      names.push(collection);
+      this.collBytes.push(String.UTF8.encode(collection));
+    }
+    this.collIndex = ci;
+    let ok = kl > 0 && kl <= MAX_DOC_KEY_LEN;
+    for (let i = 0; ok && i < kl; i++) ok = load<u8>(kp + <usize>i) != 0;
+    if (!ok) {
+      this.misuse("collection " + collection + ": invalid key \"" + String.UTF8.decodeUnsafe(kp, kl) + "\": want 1..1024 bytes without NUL");
+      return -1;
+    }
+    if (this.ckey.byteLength < kl + 4) this.ckey = new ArrayBuffer(max(kl + 4, this.ckey.byteLength << 1));
+    const ck = changetype<usize>(this.ckey);
+    store<u32>(ck, <u32>ci);
+    memory.copy(ck + 4, kp, kl);
+    let e = this.keys.find(ck, kl + 4);
+    if (e < 0) {
+      e = this.keys.add(ck, kl + 4);
+      this.docOff.push(-1);
+      this.docLen.push(0);
+      this.dirty.push(false);
+    }
     return e;
   }
 
-  private check(collection: string, key: string): bool {
-    const cl = collection.length;
-    let ok = cl > 0 && cl <= MAX_COLLECTION_LEN;
-    for (let i = 0; ok && i < cl; i++) {
-      const c = collection.charCodeAt(i);
-      ok = (c >= 0x61 && c <= 0x7A) || (c >= 0x41 && c <= 0x5A) || (c >= 0x30 && c <= 0x39) || c == 0x5F || c == 0x2E || c == 0x2D;
-    }
-    if (!ok) {
-      this.misuse("invalid collection name \"" + collection + "\": want 1..255 bytes of [A-Za-z0-9_.-]");
-      return false;
-    }
-    const kl = String.UTF8.byteLength(key);
-    ok = kl > 0 && kl <= MAX_DOC_KEY_LEN && key.indexOf("\0") < 0;
-    if (!ok) this.misuse("collection " + collection + ": invalid key \"" + key + "\": want 1..1024 bytes without NUL");
-    return ok;
-  }
+  /** The collection name of entry e. */
+  collectionOf(e: i32): ArrayBuffer { return unchecked(this.collBytes[<i32>load<u32>(this.keys.keyPtr(e))]); }
 
   private misuse(msg: string): void {
     if (this.usageError === null) this.usageError = msg;
@@ -350,8 +417,12 @@ export class Batch {
   /** Prepares for a new batch at ptr..ptr+len; returns an error message or null. */
   begin(ptr: usize, len: i32): string | null {
     this.collNames.length = 0;
-    this.collMaps.length = 0;
-    this.entries.length = 0;
+    this.collBytes.length = 0;
+    this.keys.reset();
+    this.docOff.length = 0;
+    this.docLen.length = 0;
+    this.dirty.length = 0;
+    this.docsLen = 0;
     this.decodeError = null;
     this.usageError = null;
     this.left = 0;
@@ -393,25 +464,26 @@ class Output {
     store<u32>(p, ABI_VERSION);
     this.len = 8;
     let count: u32 = 0;
-    const entries = batch.entries;
-    for (let i = 0, n = entries.length; i < n; i++) {
-      const e = entries[i];
-      if (!e.dirty) continue;
-      const doc = e.doc;
-      const dl = doc === null ? 0 : doc.byteLength;
-      const cl = e.collection.length; // ASCII, checked
-      p = this.reserve(1 + 2 + cl + 2 + e.key.length * 3 + 4 + dl);
-      store<u8>(p, doc === null ? OP_DELETE : OP_PUT);
+    const keys = batch.keys;
+    for (let e = 0, n = keys.size; e < n; e++) {
+      if (!unchecked(batch.dirty[e])) continue;
+      const off = unchecked(batch.docOff[e]);
+      const dl = off < 0 ? 0 : unchecked(batch.docLen[e]);
+      const coll = batch.collectionOf(e);
+      const cl = coll.byteLength;
+      const kl = keys.keyLen(e) - 4;
+      p = this.reserve(1 + 2 + cl + 2 + kl + 4 + dl);
+      store<u8>(p, off < 0 ? OP_DELETE : OP_PUT);
       store<u16>(p + 1, <u16>cl);
-      String.UTF8.encodeUnsafe(changetype<usize>(e.collection), cl, p + 3);
+      memory.copy(p + 3, changetype<usize>(coll), cl);
       let q = p + 3 + <usize>cl;
-      const kl = String.UTF8.encodeUnsafe(changetype<usize>(e.key), e.key.length, q + 2, false, String.UTF8.ErrorMode.REPLACE);
       store<u16>(q, <u16>kl);
-      q += 2 + kl;
+      memory.copy(q + 2, keys.keyPtr(e) + 4, kl);
+      q += 2 + <usize>kl;
       store<u32>(q, <u32>dl);
       q += 4;
-      if (doc !== null) {
-        memory.copy(q, changetype<usize>(doc), dl);
+      if (off >= 0) {
+        memory.copy(q, changetype<usize>(batch.docs) + <usize>off, dl);
         q += dl;
       }
       this.len += <i32>(q - p);
@@ -825,6 +897,7 @@ export class JsonWriter {
   private buf: ArrayBuffer = new ArrayBuffer(256);
   private len: i32 = 0;
   private fields: i32 = 0;
+  private closed: i32 = 0;
 
   /** Starts a new object, discarding the previous one. */
   begin(): JsonWriter {
@@ -873,6 +946,20 @@ export class JsonWriter {
     this.len += <i32>String.UTF8.encodeUnsafe(changetype<usize>(raw), raw.length, p, false, String.UTF8.ErrorMode.REPLACE);
     return this;
   }
+
+  /**
+   * Closes the object without copying it: returns a pointer to its bytes, valid until the next
+   * call on this writer; byteLength is its size. Like finish(), it may be called again.
+   */
+  end(): usize {
+    this.byte(0x7D);
+    this.closed = this.len;
+    this.len--;
+    return changetype<usize>(this.buf);
+  }
+
+  /** The size in bytes of the object the last end() closed. */
+  get byteLength(): i32 { return this.closed; }
 
   /** Closes the object and returns it as a new buffer of exactly its size. */
   finish(): ArrayBuffer {

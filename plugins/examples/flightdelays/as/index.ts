@@ -18,13 +18,11 @@ const routeDoc = new JsonFields(["flights", "total_distance"]);
 
 // Aggregates of the current batch, by index in their BytesIndex.
 const airports = new BytesIndex();
-const aKey: Array<string> = [];
 const aFlights: Array<i64> = [];
 const aDelayed: Array<i64> = [];
 const aTotal: Array<i64> = [];
 const aMax: Array<i64> = [];
 const routes = new BytesIndex();
-const rKey: Array<string> = [];
 const rFlights: Array<i64> = [];
 const rDist: Array<i64> = [];
 // Documents in first-appearance order: index << 1 | 1 for a route, index << 1 for an airport.
@@ -51,8 +49,8 @@ function keyInto(off: i32, p: usize, n: i32): usize {
 function onBatch(b: Batch): string | null {
   airports.reset();
   routes.reset();
-  aKey.length = 0; aFlights.length = 0; aDelayed.length = 0; aTotal.length = 0; aMax.length = 0;
-  rKey.length = 0; rFlights.length = 0; rDist.length = 0;
+  aFlights.length = 0; aDelayed.length = 0; aTotal.length = 0; aMax.length = 0;
+  rFlights.length = 0; rDist.length = 0;
   order.length = 0;
   while (b.next()) {
     const ev = b.event;
@@ -71,11 +69,9 @@ function onBatch(b: Batch): string | null {
 
     let ai = airports.find(k, ol);
     if (ai < 0) {
-      const origin = String.UTF8.decodeUnsafe(k, ol);
       let flights: i64 = 0, delayed: i64 = 0, totalDelay: i64 = 0, maxDelay: i64 = delay;
-      const a = b.read(AIRPORTS, origin);
-      if (a !== null) {
-        const d = airportDoc.of(a);
+      if (b.readRaw(AIRPORTS, k, ol)) {
+        const d = airportDoc.scan(b.docPtr, b.docSize);
         flights = d.int(0);
         let ok = d.ok;
         delayed = d.int(1);
@@ -84,11 +80,11 @@ function onBatch(b: Batch): string | null {
         ok = ok && d.ok;
         maxDelay = d.int(3);
         ok = ok && d.ok;
-        if (!ok) return "flightdelays: stored document " + AIRPORTS + "/" + origin +
+        if (!ok) return "flightdelays: stored document " + AIRPORTS + "/" + String.UTF8.decodeUnsafe(k, ol) +
           " is not {\"flights\":N,\"delayed\":N,\"total_delay\":N,\"max_delay\":N}";
       }
       ai = airports.add(k, ol);
-      aKey.push(origin); aFlights.push(flights); aDelayed.push(delayed); aTotal.push(totalDelay); aMax.push(maxDelay);
+      aFlights.push(flights); aDelayed.push(delayed); aTotal.push(totalDelay); aMax.push(maxDelay);
       order.push(ai << 1);
     }
     unchecked(aFlights[ai] = unchecked(aFlights[ai]) + 1);
@@ -98,20 +94,18 @@ function onBatch(b: Batch): string | null {
 
     let ri = routes.find(k, kl);
     if (ri < 0) {
-      const route = String.UTF8.decodeUnsafe(k, kl);
       let flights: i64 = 0, dist: i64 = 0;
-      const r = b.read(ROUTES, route);
-      if (r !== null) {
-        const d = routeDoc.of(r);
+      if (b.readRaw(ROUTES, k, kl)) {
+        const d = routeDoc.scan(b.docPtr, b.docSize);
         flights = d.int(0);
         let ok = d.ok;
         dist = d.int(1);
         ok = ok && d.ok;
-        if (!ok) return "flightdelays: stored document " + ROUTES + "/" + route +
+        if (!ok) return "flightdelays: stored document " + ROUTES + "/" + String.UTF8.decodeUnsafe(k, kl) +
           " is not {\"flights\":N,\"total_distance\":N}";
       }
       ri = routes.add(k, kl);
-      rKey.push(route); rFlights.push(flights); rDist.push(dist);
+      rFlights.push(flights); rDist.push(dist);
       order.push(ri << 1 | 1);
     }
     unchecked(rFlights[ri] = unchecked(rFlights[ri]) + 1);
@@ -121,12 +115,12 @@ function onBatch(b: Batch): string | null {
     const o = unchecked(order[x]);
     const i = o >> 1;
     if (o & 1) {
-      b.put(ROUTES, unchecked(rKey[i]), w.begin().int("flights", unchecked(rFlights[i]))
-        .int("total_distance", unchecked(rDist[i])).finish());
+      w.begin().int("flights", unchecked(rFlights[i])).int("total_distance", unchecked(rDist[i]));
+      b.putWriter(ROUTES, routes.keyPtr(i), routes.keyLen(i), w);
     } else {
-      b.put(AIRPORTS, unchecked(aKey[i]), w.begin().int("flights", unchecked(aFlights[i]))
-        .int("delayed", unchecked(aDelayed[i])).int("total_delay", unchecked(aTotal[i]))
-        .int("max_delay", unchecked(aMax[i])).finish());
+      w.begin().int("flights", unchecked(aFlights[i])).int("delayed", unchecked(aDelayed[i]))
+        .int("total_delay", unchecked(aTotal[i])).int("max_delay", unchecked(aMax[i]));
+      b.putWriter(AIRPORTS, airports.keyPtr(i), airports.keyLen(i), w);
     }
   }
   return null;
