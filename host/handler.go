@@ -51,6 +51,7 @@ type Handler struct {
 	call      callState
 	instances int
 	intr      interrupter // deadline of instrumented modules
+	colls     []string    // collection names read so far (collName)
 }
 
 // callState is the state of the current projhost_handle call, read by the host functions.

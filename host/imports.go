@@ -131,7 +131,7 @@ func hostRead(ctx context.Context, mod api.Module, stack []uint64) {
 	// The n > buf_cap retry protocol reads the same document twice in a row: serve the second
 	// call from the last lookup. The comparisons below do not allocate.
 	if !c.lastValid || c.lastColl != string(coll) || c.lastKey != string(key) {
-		collS, keyS := string(coll), string(key)
+		collS, keyS := h.collName(coll), string(key)
 		doc, found, err := c.reader.ReadDoc(ctx, collS, keyS)
 		if err != nil {
 			panic(&readErrorPanic{err: fmt.Errorf("projhost.read %s/%s: %w", collS, keyS, err)})
@@ -194,4 +194,19 @@ func decodeASString(mem []byte, ptr uint32) (string, bool) {
 		sb.WriteString("...")
 	}
 	return sb.String(), true
+}
+
+// collName returns coll as a string, reusing the handler's earlier string of the same name (a
+// handler uses a few collections: no allocation per read).
+func (h *Handler) collName(coll []byte) string {
+	for _, c := range h.colls {
+		if c == string(coll) {
+			return c
+		}
+	}
+	c := string(coll)
+	if len(h.colls) < 16 {
+		h.colls = append(h.colls, c)
+	}
+	return c
 }

@@ -128,7 +128,8 @@ func (b *Batch) Log(level Level, msg string) { b.h.log(level, msg) }
 // doc and key are copied: the caller may reuse them at once. An invalid name, key or document
 // size fails the batch when the handler returns.
 func (b *Batch) Put(collection string, key []byte, doc []byte) {
-	if !b.check(collection, key) {
+	e := b.entry(collection, key)
+	if e == nil {
 		return
 	}
 	if len(doc) > wasmabi.MaxDocLen {
@@ -139,7 +140,6 @@ func (b *Batch) Put(collection string, key []byte, doc []byte) {
 		b.setErr(fmt.Errorf("guest: Put %s/%s: document is not a JSON object (want {...})", collection, key))
 		return
 	}
-	e := b.lookup(collection, key, true)
 	e.doc = append(e.doc[:0], doc...)
 	e.state = statePresent
 	e.dirty = true
@@ -147,10 +147,10 @@ func (b *Batch) Put(collection string, key []byte, doc []byte) {
 
 // Delete removes the document of collection/key (a no-op for the read model when there is none).
 func (b *Batch) Delete(collection string, key []byte) {
-	if !b.check(collection, key) {
+	e := b.entry(collection, key)
+	if e == nil {
 		return
 	}
-	e := b.lookup(collection, key, true)
 	e.doc = e.doc[:0]
 	e.state = stateAbsent
 	e.dirty = true
@@ -161,12 +161,12 @@ func (b *Batch) Delete(collection string, key []byte) {
 // batch). The returned slice is valid until the next Put or Delete of the same key or the end of
 // the batch; do not modify it.
 func (b *Batch) Read(collection string, key []byte) ([]byte, bool) {
-	if !b.check(collection, key) {
-		return nil, false
-	}
-	if i, ok := b.index[b.tmpKey(collection, key)]; ok {
+	if i, ok := b.index[b.tmpKey(collection, key)]; ok { // validated when it was added
 		e := &b.entries[i]
 		return e.doc, e.state == statePresent
+	}
+	if !b.check(collection, key) {
+		return nil, false
 	}
 	if b.readBuf == nil {
 		b.readBuf = make([]byte, initialReadBuf)
@@ -176,7 +176,7 @@ func (b *Batch) Read(collection string, key []byte) ([]byte, bool) {
 		b.readBuf = make([]byte, n)
 		n = b.h.read(collection, key, b.readBuf)
 	}
-	e := b.lookup(collection, key, true)
+	e := b.add(collection, key)
 	switch {
 	case n < -1 || n > int32(len(b.readBuf[:cap(b.readBuf)])):
 		b.setErr(fmt.Errorf("guest: Read %s/%s: host returned invalid length %d", collection, key, n))
@@ -220,15 +220,22 @@ func (b *Batch) tmpKey(collection string, key []byte) string {
 	return unsafe.String(unsafe.SliceData(s), len(s))
 }
 
-// lookup returns the cache entry of collection/key, creating it (absent, clean) when create is set.
-func (b *Batch) lookup(collection string, key []byte, create bool) *entry {
-	k := b.tmpKey(collection, key)
-	if i, ok := b.index[k]; ok {
+// entry returns the cache entry of collection/key, creating it (absent, clean) when there is
+// none; nil when collection or key is invalid (the batch then fails). Keys already in the cache
+// were validated when they were added.
+func (b *Batch) entry(collection string, key []byte) *entry {
+	if i, ok := b.index[b.tmpKey(collection, key)]; ok {
 		return &b.entries[i]
 	}
-	if !create {
+	if !b.check(collection, key) {
 		return nil
 	}
+	return b.add(collection, key)
+}
+
+// add creates the entry (absent, clean) of collection/key, which must not be in the cache.
+func (b *Batch) add(collection string, key []byte) *entry {
+	k := b.tmpKey(collection, key)
 	// Commit the key bytes to the arena. When append reallocates, strings already in the map keep
 	// pointing at the old array, which stays alive through them.
 	start := len(b.arena)
