@@ -13,6 +13,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -106,11 +107,14 @@ type Rate struct {
 }
 
 // measure calls pass (which handles events events) repeatedly until d has elapsed, at least
-// once, and returns the median rate of the passes. The first error stops it.
-func measure(d time.Duration, events int, pass func() error) (Rate, error) {
+// once, and returns the median rate of the passes. The first error, or ctx's end, stops it.
+func measure(ctx context.Context, d time.Duration, events int, pass func() error) (Rate, error) {
 	var rates []float64
 	start := time.Now()
 	for len(rates) == 0 || time.Since(start) < d {
+		if err := ctx.Err(); err != nil {
+			return Rate{}, err
+		}
 		t0 := time.Now()
 		if err := pass(); err != nil {
 			return Rate{}, err

@@ -1,13 +1,16 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -79,6 +82,12 @@ type loaded struct {
 	sizes  []int
 }
 
+// signalContext is the command's context, cancelled by SIGINT or SIGTERM so that temporary
+// directories are removed on the way out.
+func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+}
+
 func logger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
@@ -112,6 +121,8 @@ func handlerCommand(natives map[string]guest.Handler) *cobra.Command {
 		Short: "Module compile/instantiate/memory costs and events/s by batch size, deadline on and off",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signalContext(cmd)
+			defer stop()
 			if len(handlers) == 0 {
 				return fmt.Errorf("%w: --handler is required", ErrArgs)
 			}
@@ -137,7 +148,7 @@ func handlerCommand(natives map[string]guest.Handler) *cobra.Command {
 			out, lg := cmd.OutOrStdout(), logger(cmd.ErrOrStderr())
 			var reps []*HandlerReport
 			for i, p := range handlers {
-				rep, err := MeasureHandler(cmd.Context(), HandlerOptions{
+				rep, err := MeasureHandler(ctx, HandlerOptions{
 					Name: filepath.Base(p), WASM: wasms[i], Events: l.events, BatchSizes: l.sizes,
 					Duration: pf.duration, Logger: lg,
 				})
@@ -155,7 +166,7 @@ func handlerCommand(natives map[string]guest.Handler) *cobra.Command {
 			if nh == nil {
 				return nil
 			}
-			nrep, err := MeasureNative(native, nh, l.events, l.sizes, pf.duration)
+			nrep, err := MeasureNative(ctx, native, nh, l.events, l.sizes, pf.duration)
 			if err != nil {
 				return err
 			}
@@ -177,6 +188,8 @@ func nativeCommand(natives map[string]guest.Handler) *cobra.Command {
 		Short: "The native (no WebAssembly) baseline of a Go example handler, by batch size",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signalContext(cmd)
+			defer stop()
 			h, err := lookupNative(natives, example)
 			if err != nil {
 				return err
@@ -185,7 +198,7 @@ func nativeCommand(natives map[string]guest.Handler) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, err := MeasureNative(example, h, l.events, l.sizes, pf.duration)
+			rep, err := MeasureNative(ctx, example, h, l.events, l.sizes, pf.duration)
 			if err != nil {
 				return err
 			}
@@ -205,6 +218,8 @@ func e2eCommand() *cobra.Command {
 		Short: "Append the events to a fresh N-shard journal, then project them with one runner until caught up",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signalContext(cmd)
+			defer stop()
 			if handler == "" || o.EventsPath == "" {
 				return fmt.Errorf("%w: --handler and --events are required", ErrArgs)
 			}
@@ -214,6 +229,9 @@ func e2eCommand() *cobra.Command {
 			}
 			if o.Repeat < 1 {
 				return fmt.Errorf("%w: --repeat %d must be at least 1", ErrArgs, o.Repeat)
+			}
+			if o.Limit < 0 || o.LeaseDuration < 0 {
+				return fmt.Errorf("%w: --limit and --lease-duration must not be negative", ErrArgs)
 			}
 			if o.BatchSize < 1 {
 				return fmt.Errorf("%w: --batch-size %d must be at least 1", ErrArgs, o.BatchSize)
@@ -227,7 +245,7 @@ func e2eCommand() *cobra.Command {
 			o.Name = filepath.Base(handler)
 			errw := cmd.ErrOrStderr()
 			o.Logger = logger(errw)
-			res, err := MeasureE2E(cmd.Context(), o, func(r E2EResult) {
+			res, err := MeasureE2E(ctx, o, func(r E2EResult) {
 				fmt.Fprintf(errw, "e2e %s: %d shards: %d events projected in %s\n", o.Name, r.Shards, r.Stats.Events, Dur(r.ProjectTime))
 			})
 			if err != nil {
@@ -244,6 +262,8 @@ func e2eCommand() *cobra.Command {
 	f.IntVar(&o.Repeat, "repeat", 1, "append the file's events this many times")
 	f.BoolVar(&o.Trusted, "trusted", false, "load the handler without the per-batch deadline")
 	f.IntVar(&o.BatchSize, "batch-size", 500, "max events per handler call (the runner's batch size)")
+	f.Int64Var(&o.Limit, "limit", 0, "append at most this many events (0: the whole file, --repeat times)")
+	f.DurationVar(&o.LeaseDuration, "lease-duration", 0, "the runner's lease duration (default: the runner's, 10s)")
 	f.StringVar(&o.TempDir, "tmp", "", "parent directory of the temporary journals and stores (default: the system temp dir)")
 	return cmd
 }

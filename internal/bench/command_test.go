@@ -122,7 +122,7 @@ func TestMeasureNativeCount(t *testing.T) {
 	evs, err := LoadEvents(flights(t, "flights-2k.json"), "origin", 2)
 	require.NoError(t, err)
 	require.Len(t, evs, 4000)
-	rep, err := MeasureNative("count", count.Handler, evs, []int{10, 1000}, time.Millisecond)
+	rep, err := MeasureNative(context.Background(), "count", count.Handler, evs, []int{10, 1000}, time.Millisecond)
 	require.NoError(t, err)
 	assert.Equal(t, 4000, rep.Events)
 	require.Len(t, rep.Rows, 2)
@@ -132,9 +132,9 @@ func TestMeasureNativeCount(t *testing.T) {
 		assert.Greater(t, r.EventsPerSec, 0.0)
 		assert.GreaterOrEqual(t, r.Passes, 1)
 	}
-	_, err = MeasureNative("count", nil, evs, nil, 0)
+	_, err = MeasureNative(context.Background(), "count", nil, evs, nil, 0)
 	assert.ErrorIs(t, err, ErrArgs)
-	_, err = MeasureNative("count", count.Handler, nil, nil, 0)
+	_, err = MeasureNative(context.Background(), "count", count.Handler, nil, nil, 0)
 	assert.ErrorIs(t, err, ErrArgs)
 }
 
@@ -154,19 +154,21 @@ func TestMemTracker(t *testing.T) {
 	assert.Equal(t, uint64(0), tr.size())
 }
 
-// TestMeasureE2E projects flights-2k through a 2-shard journal with count-as and checks the
-// counters: every event handled once, one lease per shard, cursors saved.
+// TestMeasureE2E projects 3,500 flights (flights-2k repeated, limited) through a 2-shard journal
+// with count-as and checks the counters: every event handled once (none replayed), one lease
+// per shard, no lease conflicts, cursors saved.
 func TestMeasureE2E(t *testing.T) {
 	wasm := testwasm.Path(t, testwasm.CountAS)
 	out, err := runCommand(t, "e2e", "--handler", wasm, "--events", flights(t, "flights-2k.json"),
-		"--shards", "2", "--trusted", "--tmp", t.TempDir())
+		"--shards", "2", "--trusted", "--repeat", "2", "--limit", "3500", "--tmp", t.TempDir())
 	require.NoError(t, err)
 	t.Log("\n" + out)
-	rows := regexp.MustCompile(`(?m)^  2\s+2,000\s+([\d,]+)\s+([\d,]+)\s+\S+ \S+\s+(\d+)\s+(\d+)\s+([\d.]+)\s+2\s+(\d+)$`).FindStringSubmatch(out)
+	// 3,500 events: flights-2k twice, cut at the limit.
+	rows := regexp.MustCompile(`(?m)^  2\s+3,500\s+([\d,]+)\s+([\d,]+)\s+\S+ \S+\s+(\d+)\s+0\s+(\d+)\s+([\d.]+)\s+2\s+(\d+)\s+0$`).FindStringSubmatch(out)
 	require.NotNil(t, rows, out)
 	assert.Greater(t, number(t, rows[1]), 0.0, "append ev/s")
 	assert.Greater(t, number(t, rows[2]), 0.0, "project ev/s")
-	assert.GreaterOrEqual(t, number(t, rows[3]), 4.0, "batches: 2,000 events in batches of at most 500")
+	assert.GreaterOrEqual(t, number(t, rows[3]), 8.0, "batches: 3,500 events on 2 shards in batches of at most 500")
 	assert.GreaterOrEqual(t, number(t, rows[4]), 2.0, "a cursor save per shard at least")
 	assert.GreaterOrEqual(t, number(t, rows[6]), 4.0, "lease updates: an acquisition and a release per shard")
 }

@@ -28,12 +28,17 @@ type E2EOptions struct {
 	EventsPath string // events file (JSON array or JSON lines, gzip ok), streamed; required
 	KeyField   string // partition key field; default DefaultKeyField
 	Repeat     int    // append the file's events this many times; default 1
+	Limit      int64  // append at most this many events (0: all of them, Repeat times)
 	Shards     []int  // journal shard counts, one run each; default DefaultShardCounts
 	BatchSize  int    // host.RunnerConfig.BatchSize; default 500 (the runner's default)
+	// LeaseDuration is host.RunnerConfig.LeaseDuration; default 0: the runner's (10s).
+	LeaseDuration time.Duration
 	// TempDir is where each run's journal and store directory is created (and removed); default
 	// os.TempDir().
 	TempDir string
-	Logger  *slog.Logger // runner and guest logs; default slog.Default()
+	// Logger receives the guest's and host's logs; default slog.Default(). The runner's
+	// warnings are counted into E2EResult.Warnings instead; its errors go to Logger.
+	Logger *slog.Logger
 }
 
 // E2EResult is one run of MeasureE2E.
@@ -50,9 +55,17 @@ type E2EResult struct {
 	ProjectTime time.Duration
 	Stats       host.Stats // the runner's counters at the end
 	// LeaseCreates, LeaseUpdates and LeaseLists count the runner's calls to the lease store
-	// (updates are acquisitions, renewals and releases).
-	LeaseCreates, LeaseUpdates, LeaseLists int64
+	// (updates are acquisitions, renewals and releases); LeaseConflicts counts the updates that
+	// failed with shardmap.ErrConflict (the lease had changed: lost after a late renewal).
+	LeaseCreates, LeaseUpdates, LeaseLists, LeaseConflicts int64
+	// Warnings are the runner's warning messages with their counts, most frequent first
+	// (e.g. leases lost because renewals were late), nil when there were none.
+	Warnings []Warning
 }
+
+// Replayed returns the events handled more than once (after a lease was lost and retaken, or a
+// batch retried): handled minus appended.
+func (r E2EResult) Replayed() int64 { return max(r.Stats.Events-r.Events, 0) }
 
 // AppendRate returns appended events per second (0 when nothing was timed).
 func (r E2EResult) AppendRate() float64 { return rate(r.Events, r.AppendTime) }
@@ -99,8 +112,8 @@ func MeasureE2E(ctx context.Context, opts E2EOptions, onResult func(E2EResult)) 
 			return nil, fmt.Errorf("%w: shard count %d is not positive", ErrArgs, n)
 		}
 	}
-	if opts.BatchSize < 0 {
-		return nil, fmt.Errorf("%w: negative batch size %d", ErrArgs, opts.BatchSize)
+	if opts.BatchSize < 0 || opts.Limit < 0 || opts.LeaseDuration < 0 {
+		return nil, fmt.Errorf("%w: negative batch size, limit or lease duration", ErrArgs)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -147,7 +160,7 @@ func e2eRun(ctx context.Context, opts E2EOptions, mod *host.Module, shards int) 
 		return res, err
 	}
 	defer j.Close()
-	if res.Events, res.AppendTime, err = appendFile(ctx, j, opts.EventsPath, opts.KeyField, opts.Repeat); err != nil {
+	if res.Events, res.AppendTime, err = appendFile(ctx, j, opts.EventsPath, opts.KeyField, opts.Repeat, opts.Limit); err != nil {
 		return res, err
 	}
 
@@ -157,10 +170,12 @@ func e2eRun(ctx context.Context, opts E2EOptions, mod *host.Module, shards int) 
 	}
 	defer st.Close()
 	leases := &countingLeases{LeaseStore: st.Leases()}
+	warns := newWarnCounter(opts.Logger.Handler())
 	r, err := host.NewRunner(host.RunnerConfig{
 		Projection: "bench", WorkerID: "bench-worker",
 		Source: j, Leases: leases, Cursors: st.Cursors(), ReadModel: st.ReadModels(), Module: mod,
-		BatchSize: opts.BatchSize, UntilCaughtUp: true, Logger: opts.Logger,
+		BatchSize: opts.BatchSize, LeaseDuration: opts.LeaseDuration, UntilCaughtUp: true,
+		Logger: slog.New(warns),
 	})
 	if err != nil {
 		return res, err
@@ -175,15 +190,21 @@ func e2eRun(ctx context.Context, opts E2EOptions, mod *host.Module, shards int) 
 	}
 	res.Stats = r.Stats()
 	res.LeaseCreates, res.LeaseUpdates, res.LeaseLists = leases.creates.Load(), leases.updates.Load(), leases.lists.Load()
+	res.LeaseConflicts = leases.conflicts.Load()
+	res.Warnings = warns.warnings()
 	if res.Stats.Events < res.Events || res.Stats.Failures > 0 {
 		return res, fmt.Errorf("%w: %d events appended, %d handled, %d failed batches", ErrIncomplete, res.Events, res.Stats.Events, res.Stats.Failures)
 	}
 	return res, nil
 }
 
-// appendFile appends the events of path, repeat times, to j in transactions of
-// journal.TxEvents events, and returns how many it appended and the time spent in Append.
-func appendFile(ctx context.Context, j *journal.Journal, path, keyField string, repeat int) (int64, time.Duration, error) {
+// errLimit stops the scan of the events file at the limit.
+var errLimit = errors.New("limit reached")
+
+// appendFile appends the events of path, repeat times but at most limit (0: no limit), to j in
+// transactions of journal.TxEvents events, and returns how many it appended and the time spent
+// in Append.
+func appendFile(ctx context.Context, j *journal.Journal, path, keyField string, repeat int, limit int64) (int64, time.Duration, error) {
 	var total int64
 	var spent time.Duration
 	buf := make([]journal.AppendEvent, 0, journal.TxEvents)
@@ -209,11 +230,19 @@ func appendFile(ctx context.Context, j *journal.Journal, path, keyField string, 
 		err = eventfile.Scan(f, keyField, func(_ int, key string, raw []byte) error {
 			buf = append(buf, journal.AppendEvent{PartitionKey: key, Data: append([]byte(nil), raw...)})
 			if len(buf) == cap(buf) {
-				return flush()
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			if limit > 0 && total+int64(len(buf)) >= limit {
+				return errLimit
 			}
 			return nil
 		})
 		f.Close()
+		if errors.Is(err, errLimit) {
+			break
+		}
 		if err != nil {
 			return total, spent, fmt.Errorf("events file %s: %w", path, err)
 		}
@@ -230,7 +259,7 @@ func appendFile(ctx context.Context, j *journal.Journal, path, keyField string, 
 // countingLeases counts the calls to a shardmap.LeaseStore. Safe for concurrent use.
 type countingLeases struct {
 	shardmap.LeaseStore
-	creates, updates, lists atomic.Int64
+	creates, updates, lists, conflicts atomic.Int64
 }
 
 func (c *countingLeases) List(ctx context.Context, projection string) ([]shardmap.Lease, error) {
@@ -245,5 +274,9 @@ func (c *countingLeases) Create(ctx context.Context, l shardmap.Lease) error {
 
 func (c *countingLeases) Update(ctx context.Context, l shardmap.Lease) (shardmap.Lease, error) {
 	c.updates.Add(1)
-	return c.LeaseStore.Update(ctx, l)
+	nl, err := c.LeaseStore.Update(ctx, l)
+	if errors.Is(err, shardmap.ErrConflict) {
+		c.conflicts.Add(1)
+	}
+	return nl, err
 }

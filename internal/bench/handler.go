@@ -196,7 +196,7 @@ func measureThroughput(ctx context.Context, mod *host.Module, events []source.Ev
 	if err := handle(events[:min(size, len(events))]); err != nil {
 		return Rate{}, err
 	}
-	return measure(d, len(events), func() error { return batches(events, size, handle) })
+	return measure(ctx, d, len(events), func() error { return batches(events, size, handle) })
 }
 
 // measureInstantiate returns the median over runs fresh handlers of (first Handle of a 1-event

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"time"
@@ -29,8 +30,9 @@ type NativeReport struct {
 // application to Native's in-memory read model: the WebAssembly path without WebAssembly) over
 // events, for each batch size the median events/s of repeated passes for d (after one untimed
 // warm-up batch). batchSizes and d default as in HandlerOptions. Errors: ErrArgs for bad
-// arguments, a failing batch (wrapping guest.ErrHandlerFailed or wasmabi.ErrMalformed).
-func MeasureNative(name string, h guest.Handler, events []source.Event, batchSizes []int, d time.Duration) (*NativeReport, error) {
+// arguments, a failing batch (wrapping guest.ErrHandlerFailed or wasmabi.ErrMalformed), ctx's
+// error.
+func MeasureNative(ctx context.Context, name string, h guest.Handler, events []source.Event, batchSizes []int, d time.Duration) (*NativeReport, error) {
 	batchSizes, d, err := runDefaults(len(events), batchSizes, d)
 	if err != nil {
 		return nil, err
@@ -55,7 +57,7 @@ func MeasureNative(name string, h guest.Handler, events []source.Event, batchSiz
 		if err := run(evs[:min(size, len(evs))]); err != nil {
 			return nil, err
 		}
-		rate, err := measure(d, len(evs), func() error {
+		rate, err := measure(ctx, d, len(evs), func() error {
 			for start := 0; start < len(evs); start += size {
 				if err := run(evs[start:min(start+size, len(evs))]); err != nil {
 					return err

@@ -61,7 +61,7 @@ func WriteComparison(w io.Writer, native *NativeReport, reps []*HandlerReport) e
 	return tw.Flush()
 }
 
-// WriteE2E prints the end-to-end results of one module.
+// WriteE2E prints the end-to-end results of one module, then the runner warnings of each run.
 func WriteE2E(w io.Writer, name string, trusted bool, results []E2EResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	mode := "deadline on"
@@ -69,11 +69,20 @@ func WriteE2E(w io.Writer, name string, trusted bool, results []E2EResult) error
 		mode = "trusted"
 	}
 	fmt.Fprintf(tw, "e2e %s (%s): journal append, then one in-process runner with the embedded store until caught up\n", name, mode)
-	fmt.Fprintln(tw, "  shards\tevents\tappend ev/s\tproject ev/s\tproject time\tbatches\tcursor saves\tper 100 ev\tlease creates\tlease updates")
+	fmt.Fprintln(tw, "  shards\tevents\tappend ev/s\tproject ev/s\tproject time\tbatches\treplayed\tcursor saves\tper 100 ev\tlease creates\tlease updates\tlease conflicts")
 	for _, r := range results {
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\t%d\t%.2f\t%d\t%d\n", r.Shards, group(r.Events),
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%.2f\t%d\t%d\t%d\n", r.Shards, group(r.Events),
 			group(int64(r.AppendRate()+0.5)), group(int64(r.ProjectRate()+0.5)), Dur(r.ProjectTime),
-			r.Stats.Batches, r.Stats.CursorSaves, r.CursorSavesPer100(), r.LeaseCreates, r.LeaseUpdates)
+			r.Stats.Batches, group(r.Replayed()), r.Stats.CursorSaves, r.CursorSavesPer100(),
+			r.LeaseCreates, r.LeaseUpdates, r.LeaseConflicts)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range results {
+		for _, wn := range r.Warnings {
+			fmt.Fprintf(tw, "  %d shards: %d× warning %q\n", r.Shards, wn.Count, wn.Message)
+		}
 	}
 	return tw.Flush()
 }

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,21 +75,26 @@ func TestMedian(t *testing.T) {
 
 func TestMeasure(t *testing.T) {
 	calls := 0
-	r, err := measure(0, 100, func() error { calls++; return nil })
+	r, err := measure(context.Background(), 0, 100, func() error { calls++; return nil })
 	require.NoError(t, err)
 	assert.Equal(t, 1, calls, "at least one pass, even with no time")
 	assert.Equal(t, 1, r.Passes)
 	assert.Greater(t, r.EventsPerSec, 0.0)
 
 	calls = 0
-	r, err = measure(30*time.Millisecond, 10, func() error { calls++; time.Sleep(5 * time.Millisecond); return nil })
+	r, err = measure(context.Background(), 30*time.Millisecond, 10, func() error { calls++; time.Sleep(5 * time.Millisecond); return nil })
 	require.NoError(t, err)
 	assert.Equal(t, calls, r.Passes)
 	assert.GreaterOrEqual(t, r.Passes, 2)
 	assert.LessOrEqual(t, r.EventsPerSec, 10/0.005, "10 events per pass of at least 5 ms")
 
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = measure(ctx, time.Second, 1, func() error { t.Fatal("pass after cancel"); return nil })
+	assert.ErrorIs(t, err, context.Canceled)
+
 	boom := errors.New("boom")
-	_, err = measure(time.Second, 1, func() error { return boom })
+	_, err = measure(context.Background(), time.Second, 1, func() error { return boom })
 	assert.ErrorIs(t, err, boom)
 }
 
@@ -193,24 +200,44 @@ func TestWriteE2E(t *testing.T) {
 			Stats:        host.Stats{Events: 100000, Batches: 202, CursorSaves: 53},
 			LeaseCreates: 4, LeaseUpdates: 16, LeaseLists: 9},
 		{Shards: 100, Events: 100000, AppendTime: 2 * time.Second, ProjectTime: 10 * time.Second,
-			Stats:        host.Stats{Events: 100000, Batches: 254, CursorSaves: 122},
-			LeaseCreates: 100, LeaseUpdates: 400},
+			Stats:        host.Stats{Events: 162392, Batches: 254, CursorSaves: 122},
+			LeaseCreates: 100, LeaseUpdates: 400, LeaseConflicts: 3,
+			Warnings: []Warning{{"lease not renewed in time: stopping shard without saving", 57}, {"shardmap: lease lost: renewal completed after the lease duration", 3}}},
 	}
 	assert.Equal(t, 80000.0, res[0].AppendRate())
 	assert.Equal(t, 12500.0, res[0].ProjectRate())
 	assert.InDelta(t, 0.053, res[0].CursorSavesPer100(), 1e-9)
+	assert.Equal(t, int64(0), res[0].Replayed())
+	assert.Equal(t, int64(62392), res[1].Replayed())
 	assert.Equal(t, 0.0, E2EResult{}.CursorSavesPer100())
 	assert.Equal(t, 0.0, E2EResult{Events: 5}.AppendRate())
 
 	var b strings.Builder
 	require.NoError(t, WriteE2E(&b, "flightdelays-as.wasm", true, res))
 	want := `e2e flightdelays-as.wasm (trusted): journal append, then one in-process runner with the embedded store until caught up
-  shards  events   append ev/s  project ev/s  project time  batches  cursor saves  per 100 ev  lease creates  lease updates
-  4       100,000  80,000       12,500        8.00 s        202      53            0.05        4              16
-  100     100,000  50,000       10,000        10.00 s       254      122           0.12        100            400
+  shards  events   append ev/s  project ev/s  project time  batches  replayed  cursor saves  per 100 ev  lease creates  lease updates  lease conflicts
+  4       100,000  80,000       12,500        8.00 s        202      0         53            0.05        4              16             0
+  100     100,000  50,000       10,000        10.00 s       254      62,392    122           0.08        100            400            3
+  100 shards: 57× warning "lease not renewed in time: stopping shard without saving"
+  100 shards: 3× warning "shardmap: lease lost: renewal completed after the lease duration"
 `
 	assert.Equal(t, want, b.String())
 	b.Reset()
 	require.NoError(t, WriteE2E(&b, "x.wasm", false, nil))
 	assert.True(t, strings.HasPrefix(b.String(), "e2e x.wasm (deadline on): "), b.String())
+}
+
+func TestWarnCounter(t *testing.T) {
+	var errs strings.Builder
+	wc := newWarnCounter(slog.NewTextHandler(&errs, nil))
+	l := slog.New(wc).With("worker", "w1")
+	l.Info("ignored")
+	l.Warn("lease lost", "shard", "a")
+	l.With("shard", "b").Warn("lease lost")
+	l.WithGroup("g").Warn("late renewal")
+	l.Error("broken", "err", "x")
+	assert.Equal(t, []Warning{{"lease lost", 2}, {"late renewal", 1}}, wc.warnings())
+	assert.Contains(t, errs.String(), `level=ERROR msg=broken worker=w1 err=x`)
+	assert.NotContains(t, errs.String(), "lease lost")
+	assert.False(t, wc.Enabled(context.Background(), slog.LevelInfo))
 }
