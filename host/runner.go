@@ -38,6 +38,7 @@ type RunnerConfig struct {
 	Module    *Module // required
 
 	BatchSize         int           // events per handler call; default 500
+	MaxBatchBytes     int           // event data bytes per handler call; default 4 MiB (a single larger event goes alone)
 	BatchWait         time.Duration // max wait for a batch to fill; default 200ms
 	CursorEveryEvents int           // save the cursor after this many events; default 2000
 	CursorEvery       time.Duration // ... or after this long with unsaved events; default 1s
@@ -107,6 +108,9 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 500
+	}
+	if cfg.MaxBatchBytes <= 0 {
+		cfg.MaxBatchBytes = 4 << 20
 	}
 	if cfg.BatchWait <= 0 {
 		cfg.BatchWait = 200 * time.Millisecond
@@ -196,8 +200,15 @@ func (r *Runner) Run(ctx context.Context) error {
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- r.mgr.Run(mgrCtx) }()
 
+	var watchErr error
+	watchDone := make(chan struct{})
 	if r.cfg.UntilCaughtUp {
-		go r.watchCaughtUp(mgrCtx, shards, stopMgr)
+		go func() {
+			defer close(watchDone)
+			watchErr = r.watchCaughtUp(mgrCtx, shards, stopMgr)
+		}()
+	} else {
+		close(watchDone)
 	}
 	select {
 	case <-mgrCtx.Done():
@@ -222,7 +233,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.mgr.ReleaseAll(relCtx); err != nil {
 		r.log.Warn("releasing leases at shutdown", "err", err)
 	}
-	return nil
+	<-watchDone
+	return watchErr
 }
 
 func (r *Runner) onAcquired(shardID string, l shardmap.Lease) {
@@ -502,6 +514,16 @@ func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 // returns false when the shard must stop (lease lost, release requested during retries after
 // saving what was applied, shutdown).
 func (r *Runner) handle(ctx context.Context, s *shardRun, h *Handler, evs []source.Event, ov overlayReader, p *pending, log *slog.Logger) bool {
+	// Keep each call under MaxBatchBytes of event data.
+	for size, i := 0, 0; i < len(evs); i++ {
+		size += len(evs[i].Data)
+		if size > r.cfg.MaxBatchBytes && i > 0 {
+			if !r.handle(ctx, s, h, evs[:i], ov, p, log) {
+				return false
+			}
+			return r.handle(ctx, s, h, evs[i:], ov, p, log)
+		}
+	}
 	backoff := r.cfg.RetryMin
 	for attempt := 1; ; attempt++ {
 		muts, err := h.Handle(ctx, evs, ov)
@@ -558,15 +580,21 @@ func (r *Runner) giveUp(s *shardRun) {
 	}
 }
 
-// watchCaughtUp cancels stop once every shard's cursor has reached its head.
-func (r *Runner) watchCaughtUp(ctx context.Context, shards []source.Shard, stop context.CancelFunc) {
+// ErrCursorBeyondHead is returned by Run with UntilCaughtUp when a shard's cursor is past the
+// source's last event: the journal was replaced or truncated under the projection. Reset the
+// projection (a new --name or a fresh store) to project the new journal.
+var ErrCursorBeyondHead = errors.New("host: a cursor is beyond the end of its shard (was the journal replaced?)")
+
+// watchCaughtUp cancels stop once every shard's cursor has reached its head. It returns an
+// error wrapping ErrCursorBeyondHead (after cancelling stop) when a cursor is past its head.
+func (r *Runner) watchCaughtUp(ctx context.Context, shards []source.Shard, stop context.CancelFunc) error {
 	hd := r.cfg.Source.(Header)
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 		done := true
@@ -577,7 +605,14 @@ func (r *Runner) watchCaughtUp(ctx context.Context, shards []source.Shard, stop 
 				break
 			}
 			c, err := r.cfg.Cursors.Get(ctx, r.cfg.Projection, sh.ID)
-			if err != nil || source.CompareSeq(c.Seq, head) < 0 {
+			if err != nil {
+				done = false
+				break
+			}
+			if cmp := source.CompareSeq(c.Seq, head); cmp > 0 {
+				stop()
+				return fmt.Errorf("%w: shard %s cursor %s, last event %s", ErrCursorBeyondHead, sh.ID, c.Seq, orNone(head))
+			} else if cmp < 0 {
 				done = false
 				break
 			}
@@ -585,9 +620,16 @@ func (r *Runner) watchCaughtUp(ctx context.Context, shards []source.Shard, stop 
 		if done {
 			r.log.Info("every shard caught up: stopping")
 			stop()
-			return
+			return nil
 		}
 	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

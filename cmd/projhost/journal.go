@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/projhost/projhost/internal/eventfile"
 	"github.com/projhost/projhost/source/journal"
+	"github.com/projhost/projhost/wasmabi"
 )
 
 func init() {
@@ -45,7 +48,12 @@ func init() {
 	appendCmd := &cobra.Command{
 		Use:   "append [FILE|-]",
 		Short: "Append events from a JSON array or JSON lines file (gzip accepted); - or no file reads stdin",
-		Args:  cobra.MaximumNArgs(1),
+		Long: `Append events from a JSON array or JSON lines file (gzip accepted); - or no file reads stdin.
+Each element must be a JSON object with the --key-field as a string or number (the partition key:
+valid UTF-8, at most 256 bytes); each event is at most 1 MiB (the Kinesis record limit).
+Events are appended in transactions of --batch events: an interrupted append keeps whole batches
+and says how many events went in.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var in io.Reader = cmd.InOrStdin()
 			name := "stdin"
@@ -62,7 +70,8 @@ func init() {
 				return err
 			}
 			defer j.Close()
-			ctx := cmd.Context()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
 			start := time.Now()
 			buf := make([]journal.AppendEvent, 0, batch)
 			total := 0
@@ -71,13 +80,16 @@ func init() {
 					return nil
 				}
 				if _, err := j.Append(ctx, buf); err != nil {
-					return fmt.Errorf("appending events %d..%d: %w (events before %d are in the journal)", total, total+len(buf)-1, err, total)
+					return fmt.Errorf("appending input events %d..%d: %w", total+1, total+len(buf), err)
 				}
 				total += len(buf)
 				buf = buf[:0]
 				return nil
 			}
-			err = eventfile.Scan(in, keyField, func(_ int, key string, raw []byte) error {
+			err = eventfile.Scan(in, keyField, func(i int, key string, raw []byte) error {
+				if len(raw) > wasmabi.MaxDataLen {
+					return fmt.Errorf("%w: element %d is %d bytes; events are at most %d bytes (the Kinesis record limit)", eventfile.ErrBadInput, i, len(raw), wasmabi.MaxDataLen)
+				}
 				buf = append(buf, journal.AppendEvent{PartitionKey: key, Data: append([]byte(nil), raw...)})
 				if len(buf) == cap(buf) {
 					return flush()
@@ -88,6 +100,9 @@ func init() {
 				err = flush()
 			}
 			if err != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("%s: interrupted after appending %d events (the first %d of the input; append the rest without them)", name, total, total)
+				}
 				return fmt.Errorf("%s: %w (%d events appended before the error)", name, err, total)
 			}
 			el := time.Since(start)

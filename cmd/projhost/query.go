@@ -19,7 +19,7 @@ func init() {
 				return fmt.Errorf("--name and --collection are required")
 			}
 			ctx := cmd.Context()
-			st, err := sf.open(ctx)
+			st, err := sf.openExisting(ctx)
 			if err != nil {
 				return err
 			}
@@ -30,7 +30,10 @@ func init() {
 				Key        string          `json:"key"`
 				Doc        json.RawMessage `json:"doc"`
 			}
-			if key != "" {
+			if cmd.Flags().Changed("key") {
+				if key == "" {
+					return fmt.Errorf("--key must not be empty (omit it to list the whole collection)")
+				}
 				doc, ok, err := st.ReadModel.Get(ctx, name, coll, key)
 				if err != nil {
 					return err

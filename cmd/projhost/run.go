@@ -35,12 +35,15 @@ save cursors, release leases and exit 0.`,
 			if name == "" || handler == "" {
 				return fmt.Errorf("--name and --handler are required")
 			}
+			if err := checkRunFlags(&cfg, deadline); err != nil {
+				return err
+			}
 			lvl := slog.LevelInfo
 			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level %q: use debug, info, warn or error", logLevel)
 			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := gracefulContext(cmd.Context(), logger)
 			defer stop()
 
 			wasm, err := os.ReadFile(handler)
@@ -110,7 +113,7 @@ save cursors, release leases and exit 0.`,
 	f.DurationVar(&cfg.LeaseDuration, "lease-duration", shardmap.DefaultLeaseDuration, "lease duration: a worker silent this long loses its shards (renewed every third of it)")
 	f.StringVar(&workerID, "worker-id", "", "unique worker id (default HOSTNAME-PID)")
 	f.BoolVar(&trusted, "trusted", false, "trust the handler: no per-batch deadline (faster; a runaway loop then hangs the shard)")
-	f.DurationVar(&deadline, "batch-deadline", 0, "per-batch deadline of the handler (default: the host's)")
+	f.DurationVar(&deadline, "batch-deadline", 0, "per-batch deadline of the handler (default 5s; ignored with --trusted)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	rootCmd.AddCommand(cmd)
 }
@@ -140,4 +143,46 @@ func progress(ctx context.Context, w io.Writer, r *host.Runner, hd host.Header, 
 			fmt.Fprintf(w, "\r\033[K%d shards  %d events  %.0f events/s  lag %d events", len(r.Owned()), s.Events, rate, lag)
 		}
 	}
+}
+
+// checkRunFlags rejects values that cannot work.
+func checkRunFlags(c *host.RunnerConfig, deadline time.Duration) error {
+	switch {
+	case c.BatchSize < 1:
+		return fmt.Errorf("--batch-size must be at least 1")
+	case c.BatchWait <= 0:
+		return fmt.Errorf("--batch-wait must be positive")
+	case c.CursorEveryEvents < 1:
+		return fmt.Errorf("--cursor-every-events must be at least 1")
+	case c.CursorEvery <= 0:
+		return fmt.Errorf("--cursor-every must be positive")
+	case c.LeaseDuration < time.Second:
+		return fmt.Errorf("--lease-duration must be at least 1s (renewals happen every third of it)")
+	case deadline < 0 || deadline > 0 && deadline < time.Millisecond:
+		return fmt.Errorf("--batch-deadline must be at least 1ms")
+	}
+	return nil
+}
+
+// gracefulContext is cancelled by the first SIGINT/SIGTERM (graceful stop: finish the batch,
+// save cursors, release leases). A second signal exits at once with status 130: the way out
+// of a trusted handler stuck in a loop; leases then expire and other workers replay from the
+// saved cursors.
+func gracefulContext(parent context.Context, logger *slog.Logger) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case sig := <-ch:
+			logger.Info("stopping gracefully: finishing batches, saving cursors, releasing leases (signal again to exit at once)", "signal", sig.String())
+			cancel()
+		case <-ctx.Done():
+			return
+		}
+		sig := <-ch
+		logger.Warn("second signal: exiting without saving", "signal", sig.String())
+		os.Exit(130)
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
 }

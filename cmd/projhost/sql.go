@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -27,11 +28,19 @@ is the JSON document; use SQLite's json_extract to reach its fields. Example:
                 WHERE projection='flights' AND collection='airports' ORDER BY flights DESC LIMIT 5"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkReadOnlyQuery(args[0]); err != nil {
+				return err
+			}
 			path, err := filepath.Abs(filepath.Join(data, local.FileName))
 			if err != nil {
 				return err
 			}
-			dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro&_pragma=busy_timeout(5000)"
+			if _, err := os.Stat(path); err != nil {
+				return fmt.Errorf("no embedded store in %s (run a projection first): %w", data, err)
+			}
+			// Read-only twice over: the file is opened read-only and the connection refuses writes
+			// (query_only), so ATTACH of another file cannot write either.
+			dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro&_pragma=busy_timeout(5000)&_pragma=query_only(1)"
 			db, err := sql.Open("sqlite", dsn)
 			if err != nil {
 				return err
@@ -78,4 +87,25 @@ is the JSON document; use SQLite's json_extract to reach its fields. Example:
 	}
 	cmd.Flags().StringVar(&data, "data", defaultDataDir, "data directory")
 	rootCmd.AddCommand(cmd)
+}
+
+// checkReadOnlyQuery accepts one statement that starts with SELECT, WITH, VALUES or EXPLAIN:
+// `projhost sql` is for reading read models, never for changing the store.
+func checkReadOnlyQuery(q string) error {
+	t := strings.TrimSpace(q)
+	t = strings.TrimSuffix(t, ";")
+	if strings.Contains(t, ";") {
+		return fmt.Errorf("one SQL statement at a time, please (found ';' inside the query)")
+	}
+	t = strings.TrimLeft(t, "( \t\r\n")
+	n := 0
+	for n < len(t) && (t[n] >= 'a' && t[n] <= 'z' || t[n] >= 'A' && t[n] <= 'Z') {
+		n++
+	}
+	word := strings.ToUpper(t[:n])
+	switch word {
+	case "SELECT", "WITH", "VALUES", "EXPLAIN":
+		return nil
+	}
+	return fmt.Errorf("projhost sql only runs read-only queries (SELECT, WITH, VALUES, EXPLAIN), not %q", word)
 }

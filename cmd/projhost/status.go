@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/source"
 )
 
 // projectionLister is implemented by lease stores that can list the projections they hold.
@@ -26,7 +27,8 @@ type shardStatus struct {
 	Epoch      int64  `json:"epoch"`
 	Cursor     string `json:"cursor"`
 	Head       string `json:"head"`
-	LagEvents  int64  `json:"lag_events"`
+	LagEvents  int64  `json:"lag_events"` // -1 when the cursor is beyond the head (see Problem)
+	Problem    string `json:"problem,omitempty"`
 }
 
 func init() {
@@ -44,7 +46,7 @@ func init() {
 				return err
 			}
 			defer j.Close()
-			st, err := sf.open(ctx)
+			st, err := sf.openExisting(ctx)
 			if err != nil {
 				return err
 			}
@@ -87,6 +89,10 @@ func init() {
 						return err
 					}
 					row.LagEvents = seqDiff(row.Head, row.Cursor)
+					if source.CompareSeq(row.Cursor, row.Head) > 0 {
+						row.LagEvents = -1
+						row.Problem = "cursor beyond the journal's end: was the journal replaced? use a new --name"
+					}
 					rows = append(rows, row)
 				}
 			}
@@ -111,8 +117,13 @@ func init() {
 				if owner == "" {
 					owner = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\n", r.Projection, r.Shard, owner, orDash(r.State), r.Epoch, orDash(r.Cursor), orDash(r.Head), r.LagEvents)
-				total += r.LagEvents
+				lag := fmt.Sprint(r.LagEvents)
+				if r.Problem != "" {
+					lag = "ERROR: " + r.Problem
+				} else {
+					total += r.LagEvents
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Projection, r.Shard, owner, orDash(r.State), r.Epoch, orDash(r.Cursor), orDash(r.Head), lag)
 			}
 			fmt.Fprintf(tw, "\t\t\t\t\t\ttotal\t%d\n", total)
 			return tw.Flush()

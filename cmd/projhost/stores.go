@@ -68,6 +68,17 @@ func (f *storeFlags) open(ctx context.Context) (*stores, error) {
 	}
 }
 
+// openExisting is open for commands that only read (query, status): with the embedded store it
+// refuses to create a new, empty store where none is.
+func (f *storeFlags) openExisting(ctx context.Context) (*stores, error) {
+	if f.store == "sqlite" || f.store == "embedded" || f.store == "" {
+		if _, err := os.Stat(filepath.Join(f.data, local.FileName)); err != nil {
+			return nil, fmt.Errorf("no embedded store in %s: run a projection there first (projhost run --data %s ...)", f.data, f.data)
+		}
+	}
+	return f.open(ctx)
+}
+
 // openJournal opens the local journal in dir with a message that tells what to do when it is missing.
 func openJournal(dir string) (*journal.Journal, error) {
 	if _, err := os.Stat(filepath.Join(dir, journal.FileName)); err != nil {

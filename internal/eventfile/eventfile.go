@@ -11,9 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/buger/jsonparser"
 )
+
+// MaxKeyLen is the longest partition key accepted, in bytes (Kinesis: 256 characters).
+const MaxKeyLen = 256
 
 // ErrBadInput is wrapped by every error about the content of an events file.
 var ErrBadInput = errors.New("eventfile: bad input")
@@ -32,6 +37,9 @@ func Scan(r io.Reader, keyField string, fn func(i int, key string, raw []byte) e
 		}
 		defer zr.Close()
 		br = bufio.NewReaderSize(zr, 1<<16)
+	}
+	if bom, err := br.Peek(3); err == nil && bom[0] == 0xEF && bom[1] == 0xBB && bom[2] == 0xBF {
+		br.Discard(3) // a UTF-8 byte order mark carries no data
 	}
 	first, err := firstNonSpace(br)
 	if err == io.EOF {
@@ -52,6 +60,14 @@ func Scan(r io.Reader, keyField string, fn func(i int, key string, raw []byte) e
 		if first == '[' && !dec.More() {
 			if _, err := dec.Token(); err != nil {
 				return fmt.Errorf("%w: after element %d: %v", ErrBadInput, i, err)
+			}
+			// Nothing but white space may follow the array: concatenated arrays or trailing junk
+			// would otherwise be dropped silently.
+			if rest, err := firstNonSpace(bufio.NewReader(io.MultiReader(dec.Buffered(), br))); err != io.EOF {
+				if err != nil {
+					return err
+				}
+				return fmt.Errorf("%w: unexpected %q after the closing ] of the JSON array (one array per file; use JSON lines to concatenate)", ErrBadInput, rest)
 			}
 			return nil
 		}
@@ -92,6 +108,12 @@ func Key(obj []byte, keyField string) (string, error) {
 		s, err := jsonparser.ParseString(v)
 		if err != nil || s == "" {
 			return "", fmt.Errorf("field %q is empty or not a valid string", keyField)
+		}
+		if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+			return "", fmt.Errorf("field %q is not valid UTF-8 or contains NUL: partition keys are Unicode strings", keyField)
+		}
+		if len(s) > MaxKeyLen {
+			return "", fmt.Errorf("field %q is %d bytes long; partition keys are at most %d (the Kinesis limit)", keyField, len(s), MaxKeyLen)
 		}
 		return s, nil
 	case jsonparser.Number:

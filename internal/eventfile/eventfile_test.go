@@ -55,6 +55,13 @@ func TestScan(t *testing.T) {
 		{"truncated array", []byte(`[{"origin":"DTW"}`), nil, "ErrBadInput"},
 		{"garbage line", []byte("{\"origin\":\"DTW\"}\nnot json\n"), nil, "element 1"},
 		{"bad gzip", []byte{0x1f, 0x8b, 1, 2, 3}, nil, "gzip"},
+		{"two arrays", []byte(`[{"origin":"A"}] [{"origin":"B"}]`), nil, "after the closing ]"},
+		{"junk after array", []byte("[{\"origin\":\"A\"}]\nthis is junk"), nil, `unexpected 't'`},
+		{"invalid utf8 key", []byte("{\"origin\":\"A\xffB\"}"), nil, "not valid UTF-8"},
+		{"nul key", []byte(`{"origin":"a\u0000b"}`), nil, "contains NUL"},
+		{"long key", []byte(`{"origin":"` + strings.Repeat("k", 257) + `"}`), nil, "at most 256"},
+		{"bom", append([]byte{0xEF, 0xBB, 0xBF}, `[{"origin":"DTW","delay":66},{"origin":"LAX","delay":-3}]`...), two, ""},
+		{"array then space", []byte("[{\"origin\":\"DTW\",\"delay\":66},{\"origin\":\"LAX\",\"delay\":-3}]\n \n"), two, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
