@@ -241,13 +241,19 @@ func (m *Manager) EnsureShards(ctx context.Context, shards []source.Shard) error
 }
 
 // Run performs a round at once and then every renew interval until ctx is done, and returns
-// ctx.Err(). Store errors are logged and retried at the next round; they never end Run. Run
+// ctx.Err(). Each round's store calls share a deadline of one renew interval. Store errors are logged and retried at the next round; they never end Run. Run
 // does not release leases on return: call ReleaseAll after the runners saved their cursors.
 func (m *Manager) Run(ctx context.Context) error {
 	t := time.NewTicker(m.cfg.renewInterval)
 	defer t.Stop()
 	for {
-		if _, err := m.Round(ctx); err != nil && ctx.Err() == nil {
+		// A round may take at most one renew interval: a store that hangs (a black-holed
+		// connection) must not stall renewals past the lease duration, nor keep this worker
+		// from taking leases back once the store answers again.
+		rctx, cancel := context.WithTimeout(ctx, m.cfg.renewInterval)
+		_, err := m.Round(rctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			m.cfg.logger.Warn("shardmap: lease round failed; retrying next round", "err", err)
 		}
 		select {

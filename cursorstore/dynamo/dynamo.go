@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -127,7 +128,11 @@ func (s *Store) Save(ctx context.Context, projection, shardID string, epoch int6
 	}
 	// Tell which condition failed. The epoch never goes down, so a mismatch seen now was a
 	// mismatch at the write too; otherwise the stored seq was ahead.
-	cur, gerr := s.Get(ctx, projection, shardID)
+	// Read back even when the caller's context was just cancelled (a lost lease cancels the
+	// shard): the caller must learn ErrFenced, not "context canceled".
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	cur, gerr := s.Get(rctx, projection, shardID)
 	if gerr != nil {
 		return fmt.Errorf("cursorstore/dynamo: save cursor %q/%q at %s: condition failed and reading it back failed: %w",
 			projection, shardID, seq, gerr)

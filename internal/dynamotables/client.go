@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -41,6 +42,9 @@ const (
 	DefaultMaxBackoff = 5 * time.Second
 	// LocalRegion is the region used with an explicit endpoint when none is configured.
 	LocalRegion = "us-east-1"
+	// DefaultAttemptTimeout bounds one HTTP attempt of a client made by NewClient without
+	// WithConfig (DynamoDB answers in milliseconds; the SDK retries a timed-out attempt).
+	DefaultAttemptTimeout = 10 * time.Second
 )
 
 // ClientOption configures NewClient. Options are applied in order; later ones win.
@@ -131,6 +135,11 @@ func NewClient(ctx context.Context, opts ...ClientOption) (*dynamodb.Client, err
 			so.MaxBackoff = maxBackoff
 			so.RateLimiter = ratelimit.None
 		})
+	}
+	if o.cfg == nil {
+		// Each HTTP attempt gets a deadline so a black-holed connection fails and is retried
+		// instead of hanging the caller (TCP retransmissions alone take ~15 minutes).
+		cfg.HTTPClient = awshttp.NewBuildableClient().WithTimeout(DefaultAttemptTimeout)
 	}
 	endpoint := o.endpoint
 	return dynamodb.NewFromConfig(cfg, func(do *dynamodb.Options) {
