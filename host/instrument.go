@@ -220,7 +220,7 @@ func instrumentCode(body []byte, g uint32) ([]byte, error) {
 			break
 		}
 		var err error
-		fn, err = instrumentFunc(fn[:0], code, check)
+		fn, err = instrumentFunc(fn[:0], code, check, g)
 		if err != nil {
 			return nil, fmt.Errorf("function body %d: %w", i, err)
 		}
@@ -233,7 +233,7 @@ func instrumentCode(body []byte, g uint32) ([]byte, error) {
 	return out, r.err
 }
 
-func instrumentFunc(dst, code, check []byte) ([]byte, error) {
+func instrumentFunc(dst, code, check []byte, g uint32) ([]byte, error) {
 	r := wreader{b: code}
 	for n := r.u32(); n > 0 && r.err == nil; n-- { // local declarations
 		r.u32()
@@ -247,6 +247,15 @@ func instrumentFunc(dst, code, check []byte) ([]byte, error) {
 			dst = append(dst, code[last:r.off]...)
 			dst = append(dst, check...)
 			last = r.off
+			continue
+		}
+		if op == 0x23 || op == 0x24 { // global.get, global.set
+			// The interrupt global gets the first index past the module's own globals. A
+			// reference to it (or beyond) is invalid in the original module and must not become
+			// valid by the rewrite: a guest able to clear the flag would escape the deadline.
+			if idx := r.u32(); r.err == nil && idx >= g {
+				r.fail("global index %d out of range (the module has %d globals)", idx, g)
+			}
 			continue
 		}
 		r.skipImmediates(op)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +84,9 @@ func TestInstrumentErrors(t *testing.T) {
 		"truncated section": good[:len(good)-3],
 		"unknown section":   append(append([]byte{}, good[:8]...), 99, 0),
 		"unknown opcode":    append(append([]byte{}, good[:8]...), 1, 4, 1, 0x60, 0, 0, 3, 2, 1, 0, 10, 5, 1, 3, 0, 0xFF, 0x0B),
+		// global.set 0 in a module without globals: invalid, and it must stay invalid (index 0 is
+		// where the rewrite puts the interrupt flag).
+		"global past the end": globalSetPastEnd(good),
 	}
 	for name, w := range cases {
 		if _, _, err := instrument(w); !errors.Is(err, errInstrument) {
@@ -112,5 +116,24 @@ func TestDeadlineResetsAfterLateFire(t *testing.T) {
 	}
 	if h.Instances() != 1 {
 		t.Errorf("instances = %d, want 1", h.Instances())
+	}
+}
+
+func globalSetPastEnd(good []byte) []byte {
+	return append(append([]byte{}, good[:8]...), 1, 4, 1, 0x60, 0, 0, 3, 2, 1, 0, 10, 8, 1, 6, 0, 0x41, 0, 0x24, 0, 0x0B)
+}
+
+// TestLoadRejectsInterruptFlagAccess: a module that would reach the interrupt flag after the
+// rewrite is rejected at load instead of running with a deadline it could switch off.
+func TestLoadRejectsInterruptFlagAccess(t *testing.T) {
+	ctx := context.Background()
+	rt, err := NewRuntime(ctx, WithCacheDir(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	_, err = rt.Load(ctx, "sneaky", globalSetPastEnd(wat(t, "instr_min")))
+	if !errors.Is(err, ErrInvalidModule) || !strings.Contains(err.Error(), "does not compile") {
+		t.Fatalf("err = %v, want ErrInvalidModule: does not compile", err)
 	}
 }
