@@ -109,23 +109,39 @@ type Rate struct {
 // measure calls pass (which handles events events) repeatedly until d has elapsed, at least
 // once, and returns the median rate of the passes. The first error, or ctx's end, stops it.
 func measure(ctx context.Context, d time.Duration, events int, pass func() error) (Rate, error) {
-	var rates []float64
-	start := time.Now()
-	for len(rates) == 0 || time.Since(start) < d {
-		if err := ctx.Err(); err != nil {
-			return Rate{}, err
-		}
-		t0 := time.Now()
-		if err := pass(); err != nil {
-			return Rate{}, err
-		}
-		el := time.Since(t0)
-		if el <= 0 {
-			el = time.Nanosecond
-		}
-		rates = append(rates, float64(events)/el.Seconds())
+	rs, err := measureInterleaved(ctx, d, events, pass)
+	if err != nil {
+		return Rate{}, err
 	}
-	return Rate{EventsPerSec: median(rates), Passes: len(rates)}, nil
+	return rs[0], nil
+}
+
+// measureInterleaved measures several passes (each handling events events) in rounds, one pass
+// of each per round, until len(passes)*d has elapsed (at least one round), and returns each
+// one's median rate. Interleaving spreads a shared machine's changing load over all of them
+// alike. The first error, or ctx's end, stops it.
+func measureInterleaved(ctx context.Context, d time.Duration, events int, passes ...func() error) ([]Rate, error) {
+	rates := make([][]float64, len(passes))
+	total := d * time.Duration(len(passes))
+	start := time.Now()
+	for round := 0; round == 0 || time.Since(start) < total; round++ {
+		for i, pass := range passes {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			t0 := time.Now()
+			if err := pass(); err != nil {
+				return nil, err
+			}
+			el := max(time.Since(t0), time.Nanosecond)
+			rates[i] = append(rates[i], float64(events)/el.Seconds())
+		}
+	}
+	out := make([]Rate, len(passes))
+	for i, rs := range rates {
+		out[i] = Rate{Passes: len(rs), EventsPerSec: median(rs)}
+	}
+	return out, nil
 }
 
 // median returns the median of xs (the mean of the middle two for an even count; 0 when empty).

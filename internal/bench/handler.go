@@ -101,8 +101,9 @@ type HandlerReport struct {
 // MeasureHandler measures one module through host.Runtime/Module/Handler over opts.Events against
 // a host.MemReadModel, like host.Run: compile (cold and warm cache), instantiate and memory
 // costs, then, for every batch size with the deadline on and off, the median events/s of
-// repeated passes over the events for opts.Duration (after one untimed warm-up batch; the read
-// model keeps growing across passes, as a long-running projection's would).
+// repeated passes over the events for opts.Duration each (after one untimed warm-up batch; the
+// passes of the two settings alternate; each handler's read model keeps growing across passes,
+// as a long-running projection's would).
 //
 // Errors: ErrArgs for bad options, the host's errors (host.ErrInvalidModule, a
 // *host.HandlerError when the handler fails a batch), a temporary-directory error, ctx's error.
@@ -163,40 +164,41 @@ func MeasureHandler(ctx context.Context, opts HandlerOptions) (*HandlerReport, e
 	}
 
 	for _, size := range opts.BatchSizes {
-		for _, deadline := range []bool{true, false} {
-			mod := trustedMod
-			if deadline {
-				mod = deadlineMod
-			}
-			rate, err := measureThroughput(ctx, mod, opts.Events, size, opts.Duration)
-			if err != nil {
-				return nil, fmt.Errorf("bench: %s batch size %d: %w", opts.Name, size, err)
-			}
-			rep.Rows = append(rep.Rows, HandlerRow{BatchSize: size, Deadline: deadline, Rate: rate})
+		rates, err := measureThroughput(ctx, []*host.Module{deadlineMod, trustedMod}, opts.Events, size, opts.Duration)
+		if err != nil {
+			return nil, fmt.Errorf("bench: %s batch size %d: %w", opts.Name, size, err)
 		}
+		rep.Rows = append(rep.Rows,
+			HandlerRow{BatchSize: size, Deadline: true, Rate: rates[0]},
+			HandlerRow{BatchSize: size, Deadline: false, Rate: rates[1]})
 	}
 	return rep, nil
 }
 
-// measureThroughput runs passes of events in batches of size through a fresh handler of mod.
-func measureThroughput(ctx context.Context, mod *host.Module, events []source.Event, size int, d time.Duration) (Rate, error) {
+// measureThroughput runs passes of events in batches of size through a fresh handler of each
+// module, interleaved (see measureInterleaved), and returns the modules' rates in order.
+func measureThroughput(ctx context.Context, mods []*host.Module, events []source.Event, size int, d time.Duration) ([]Rate, error) {
 	runtime.GC()
-	h := mod.NewHandler(host.TestShardID)
-	defer h.Close(context.WithoutCancel(ctx))
-	rm := host.NewMemReadModel()
-	handle := func(b []source.Event) error {
-		muts, err := h.Handle(ctx, b, rm)
-		if err != nil {
-			return err
+	passes := make([]func() error, len(mods))
+	for i, mod := range mods {
+		h := mod.NewHandler(host.TestShardID)
+		defer h.Close(context.WithoutCancel(ctx))
+		rm := host.NewMemReadModel()
+		handle := func(b []source.Event) error {
+			muts, err := h.Handle(ctx, b, rm)
+			if err != nil {
+				return err
+			}
+			rm.Apply(muts)
+			return nil
 		}
-		rm.Apply(muts)
-		return nil
+		// Warm-up (instantiation): one batch, untimed.
+		if err := handle(events[:min(size, len(events))]); err != nil {
+			return nil, err
+		}
+		passes[i] = func() error { return batches(events, size, handle) }
 	}
-	// Warm-up (instantiation): one batch, untimed.
-	if err := handle(events[:min(size, len(events))]); err != nil {
-		return Rate{}, err
-	}
-	return measure(ctx, d, len(events), func() error { return batches(events, size, handle) })
+	return measureInterleaved(ctx, d, len(events), passes...)
 }
 
 // measureInstantiate returns the median over runs fresh handlers of (first Handle of a 1-event
