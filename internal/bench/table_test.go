@@ -98,6 +98,19 @@ func TestMeasure(t *testing.T) {
 	assert.ErrorIs(t, err, boom)
 }
 
+func TestMeasureInterleaved(t *testing.T) {
+	var order []string
+	fast := func() error { order = append(order, "fast"); time.Sleep(time.Millisecond); return nil }
+	slow := func() error { order = append(order, "slow"); time.Sleep(8 * time.Millisecond); return nil }
+	rs, err := measureInterleaved(context.Background(), 20*time.Millisecond, 100, fast, slow)
+	require.NoError(t, err)
+	require.Len(t, rs, 2)
+	assert.Equal(t, rs[0].Passes, rs[1].Passes, "one pass of each per round")
+	assert.GreaterOrEqual(t, rs[0].Passes, 2, "40 ms of rounds of about 9 ms")
+	assert.Equal(t, []string{"fast", "slow", "fast", "slow"}, order[:4])
+	assert.LessOrEqual(t, rs[1].EventsPerSec, 100/0.008, "100 events per pass of at least 8 ms")
+}
+
 func TestFormatters(t *testing.T) {
 	for _, tc := range []struct {
 		got, want string
