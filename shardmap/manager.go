@@ -154,6 +154,7 @@ type Manager struct {
 	cfg        config
 
 	roundMu sync.Mutex          // serialises rounds
+	emitMu  sync.Mutex          // serialises Lost events of parallel renewals
 	seen    map[string]seenInfo // guarded by roundMu
 
 	mu    sync.Mutex // guards owned and the fields of every ownedLease
@@ -241,16 +242,16 @@ func (m *Manager) EnsureShards(ctx context.Context, shards []source.Shard) error
 }
 
 // Run performs a round at once and then every renew interval until ctx is done, and returns
-// ctx.Err(). Each round's store calls share a deadline of one renew interval. Store errors are logged and retried at the next round; they never end Run. Run
+// ctx.Err(). Each round's store calls share a deadline of one lease duration. Store errors are logged and retried at the next round; they never end Run. Run
 // does not release leases on return: call ReleaseAll after the runners saved their cursors.
 func (m *Manager) Run(ctx context.Context) error {
 	t := time.NewTicker(m.cfg.renewInterval)
 	defer t.Stop()
 	for {
-		// A round may take at most one renew interval: a store that hangs (a black-holed
-		// connection) must not stall renewals past the lease duration, nor keep this worker
-		// from taking leases back once the store answers again.
-		rctx, cancel := context.WithTimeout(ctx, m.cfg.renewInterval)
+		// A round may take at most one lease duration (after that every lease it renews has
+		// lapsed anyway): a store that hangs (a black-holed connection) must not keep this
+		// worker from taking leases back once the store answers again.
+		rctx, cancel := context.WithTimeout(ctx, m.cfg.leaseDuration)
 		_, err := m.Round(rctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
@@ -287,10 +288,9 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 	defer m.roundMu.Unlock()
 	var rep RoundReport
 
-	// 1. Renew.
-	for _, e := range m.ownedSnapshot() {
-		m.renew(ctx, e, &rep)
-	}
+	// 1. Renew, up to renewParallelism leases at once: a worker with many shards must not
+	// renew them one after another behind a slow store (each renewal is one conditional write).
+	m.renewAll(ctx, m.ownedSnapshot(), &rep)
 
 	// 2. Observe.
 	leases, err := m.store.List(ctx, m.projection)
@@ -436,6 +436,37 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 	}
 	rep.Owned = len(m.Owned())
 	return rep, nil
+}
+
+// renewParallelism bounds the concurrent renewals of one round.
+const renewParallelism = 8
+
+func (m *Manager) renewAll(ctx context.Context, owned []*ownedLease, rep *RoundReport) {
+	if len(owned) <= 1 {
+		for _, e := range owned {
+			m.renew(ctx, e, rep)
+		}
+		return
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, renewParallelism)
+	for _, e := range owned {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			var r RoundReport
+			m.renew(ctx, e, &r)
+			mu.Lock()
+			rep.Renewed += r.Renewed
+			rep.Lost += r.Lost
+			rep.Writes += r.Writes
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
 }
 
 // renew rewrites one owned lease unchanged.
@@ -657,6 +688,8 @@ func (m *Manager) dropLocked(e *ownedLease) {
 
 func (m *Manager) emitLost(shardID string) {
 	if f := m.cfg.events.Lost; f != nil {
+		m.emitMu.Lock() // renewals run in parallel; events stay one at a time
+		defer m.emitMu.Unlock()
 		f(shardID)
 	}
 }
