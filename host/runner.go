@@ -360,13 +360,14 @@ func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 	defer h.Close(context.WithoutCancel(ctx))
 	log.Info("shard started", "cursor", cur.Seq)
 
-	// Without transactions an interrupted Apply may have written part of its items: replay up to
-	// exactly its sequence number first (readmodel.HighWaterer).
+	// Without transactions an interrupted Apply may have written part of its items: fence older
+	// owners out of the read model, then replay up to exactly its sequence number first
+	// (readmodel.WriteClaimer).
 	replayTo := ""
-	if hw, ok := r.cfg.ReadModel.(readmodel.HighWaterer); ok && r.commit == nil {
-		seq, _, err := hw.HighWater(ctx, r.cfg.Projection, s.id)
+	if wc, ok := r.cfg.ReadModel.(readmodel.WriteClaimer); ok && r.commit == nil {
+		seq, err := wc.ClaimWrites(ctx, r.cfg.Projection, s.id, s.epoch)
 		if err != nil {
-			log.Warn("cannot read the read model's high-water mark: giving the shard up", "err", err)
+			log.Warn("cannot claim the read model's writes: giving the shard up", "err", err)
 			r.giveUp(s)
 			return
 		}

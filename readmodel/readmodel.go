@@ -63,11 +63,15 @@ type Committer interface {
 	Commit(ctx context.Context, w Write) error
 }
 
-// HighWaterer is implemented by stores without transactions (DynamoDB) where an Apply can stop
-// half-way (a crash between item writes). HighWater returns the highest sequence number an Apply
-// of the shard began with ("" when none). A runner resuming from a cursor below it must make its
-// first Write end exactly at that sequence number: items the interrupted Apply already wrote then
-// carry that marker and are skipped, the others are written, and no event counts twice.
-type HighWaterer interface {
-	HighWater(ctx context.Context, projection, shardID string) (seq string, epoch int64, err error)
+// WriteClaimer is implemented by stores without transactions (DynamoDB) where an Apply can stop
+// half-way (a crash between item writes) or land late (a zombie's in-flight writes).
+//
+// A new owner calls ClaimWrites with its epoch before it reads anything of the shard: it raises
+// the shard's write fence (ErrFenced when a newer epoch holds it), so no Apply of an older epoch
+// can begin afterwards, and returns the highest sequence number an Apply of the shard began with
+// ("" when none). When that is above the cursor, the runner must make its first Write end
+// exactly there: items the interrupted Apply already wrote carry that marker and are skipped,
+// the others are written, and no event counts twice.
+type WriteClaimer interface {
+	ClaimWrites(ctx context.Context, projection, shardID string, epoch int64) (highWater string, err error)
 }

@@ -228,6 +228,32 @@ func (s *Store) HighWater(ctx context.Context, projection, shardID string) (seq 
 	return f.seq, f.epoch, err
 }
 
+// ClaimWrites implements readmodel.WriteClaimer: it raises the shard's write fence to epoch
+// (one conditional UpdateItem; readmodel.ErrFenced when a newer epoch holds it), so that from
+// then on no Apply of an older owner can begin, and returns the highest sequence number an Apply
+// of the shard began with ("" when none). A new owner calls it before it reads anything.
+func (s *Store) ClaimWrites(ctx context.Context, projection, shardID string, epoch int64) (string, error) {
+	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       key(metaPK(projection), fenceSKPrefix+shardID),
+		UpdateExpression:          aws.String("SET #e = :e"),
+		ConditionExpression:       aws.String("attribute_not_exists(#e) OR #e <= :e"),
+		ExpressionAttributeNames:  map[string]string{"#e": attrFenceEpoch},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(epoch)},
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if dynamotables.IsConditionalCheckFailed(err) {
+		return "", fmt.Errorf("%w: %q/%q has an epoch above %d", readmodel.ErrFenced, projection, shardID, epoch)
+	}
+	if err != nil {
+		return "", fmt.Errorf("readmodel/dynamo: claim writes of %q/%q: %w", projection, shardID, err)
+	}
+	if v, ok := out.Attributes[attrFenceSeq].(*types.AttributeValueMemberS); ok {
+		return v.Value, nil
+	}
+	return "", nil
+}
+
 type fence struct {
 	epoch   int64
 	hi, seq string

@@ -293,3 +293,33 @@ func BenchmarkApply(b *testing.B) {
 		})
 	}
 }
+
+// TestClaimWrites: a new owner's claim returns the high-water sequence of the last Apply begun
+// and fences every later Apply of an older epoch, before the new owner wrote anything.
+func TestClaimWrites(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	hw, err := e.s.ClaimWrites(ctx, "p", "s", 1)
+	if err != nil || hw != "" {
+		t.Fatalf("first claim = %q, %v; want \"\", nil", hw, err)
+	}
+	e.apply(t, "s", 1, "42", put("c", "k", `{"n":1}`))
+	hw, err = e.s.ClaimWrites(ctx, "p", "s", 2)
+	if err != nil || hw != "42" {
+		t.Fatalf("claim by epoch 2 = %q, %v; want \"42\", nil", hw, err)
+	}
+	// The old owner's late Apply is refused although the new owner has not written yet.
+	err = e.s.Apply(ctx, readmodel.Write{Projection: "p", ShardID: "s", Epoch: 1, Seq: "43",
+		Mutations: []readmodel.Mutation{put("c", "k", `{"n":2}`), put("c", "other", `{"n":1}`)}})
+	if !errors.Is(err, readmodel.ErrFenced) {
+		t.Fatalf("late Apply by epoch 1: err = %v, want ErrFenced", err)
+	}
+	e.expect(t, "c", "k", `{"n":1}`)
+	e.expect(t, "c", "other", "")
+	if _, err := e.s.ClaimWrites(ctx, "p", "s", 1); !errors.Is(err, readmodel.ErrFenced) {
+		t.Fatalf("claim by an older epoch: err = %v, want ErrFenced", err)
+	}
+	if hw, err := e.s.ClaimWrites(ctx, "p", "s", 2); err != nil || hw != "42" {
+		t.Fatalf("claim again by epoch 2 = %q, %v; want \"42\", nil (idempotent)", hw, err)
+	}
+}
