@@ -9,27 +9,38 @@ import (
 // runaway guest, WithCloseOnContextDone, makes every loop iteration leave the guest's machine
 // code for a Go function that checks whether the module was closed: a full exit to Go and back
 // per iteration (and, in Go guests, per function call: every Go function body is a loop). That
-// slowed the example handlers 5-8x. Instead, Load rewrites an untrusted module so that every loop
-// header reads one new, host-owned global and traps when it is set:
+// slowed the example handlers 5-8x. Instead, Load rewrites an untrusted module: two new globals,
+// $interrupt (set only by the host; exported as interruptExport) and $fuel (used only by the
+// inserted code), and at every loop header
 //
-//	loop <blocktype>
-//	  global.get $interrupt   ;; inserted
-//	  if                      ;; inserted
-//	    unreachable           ;; inserted
-//	  end                     ;; inserted
-//	  ...original loop body...
+//	global.get $fuel  i32.const 1  i32.sub  global.set $fuel   ;; inserted
+//	global.get $fuel  i32.eqz
+//	if                                                         ;; every fuelPeriod iterations:
+//	  i32.const fuelPeriod  global.set $fuel
+//	  i32.const 0  memory.grow  drop   ;; a no-op that exits to Go (see below)
+//	  global.get $interrupt  if  unreachable  end
+//	end
+//	...original loop body...
 //
-// and compiles the result on the runtime without WithCloseOnContextDone. The host sets the
-// global (exported as interruptExport; the guest's own code never refers to it, so it cannot
-// clear it) from a timer when the deadline passes or the caller's context is done. Every
+// The module is compiled on the runtime without WithCloseOnContextDone. The host sets
+// $interrupt from a timer when the deadline passes or the caller's context is done. Every
 // unbounded execution passes a loop header infinitely often (recursion without a loop ends in a
-// stack overflow trap; host imports return), so the check bounds every call. The cost is a load
-// and a branch per iteration.
+// stack overflow trap; host imports return), so the check bounds every call; the cost is a global
+// decrement and a branch per iteration.
+//
+// The periodic memory.grow(0) matters: native guest code cannot be preempted by the Go runtime,
+// so a guest that never left it would stall every stop-the-world phase of the Go GC, and with it
+// the timer goroutine that is to set $interrupt: a runaway loop would deadlock the process.
+// wazero implements memory.grow by returning to Go, where the goroutine can be preempted.
 //
 // A module's start section, which wazero runs inside InstantiateModule where no deadline could
 // stop it, is removed and its function exported as startExport: the host calls it right after
 // instantiation, under the deadline, which is what the start section means (it runs after the
 // data and element segments are applied, before anything else).
+
+// fuelPeriod is the number of loop iterations between two slow-path checks: at a few ns per
+// iteration, a runaway guest sees the interrupt, and lets a GC stop the world, within ~0.1 ms.
+const fuelPeriod = 16384
 
 // Names of the exports instrument adds. They contain a '.', so they cannot clash with Go
 // //go:wasmexport or AssemblyScript names by accident; a module that already exports them fails
@@ -47,6 +58,7 @@ var errInstrument = errors.New("host: cannot instrument module")
 const (
 	secCustom = 0
 	secImport = 2
+	secMemory = 5
 	secGlobal = 6
 	secExport = 7
 	secStart  = 8
@@ -79,13 +91,18 @@ func instrument(wasm []byte) (out []byte, hasStart bool, err error) {
 	}
 
 	importedGlobals, globals := uint32(0), uint32(0)
-	startFunc, hasStart := uint32(0), false
+	startFunc, hasStart, hasMemory := uint32(0), false, false
 	for _, s := range secs {
 		switch s.id {
 		case secImport:
-			if importedGlobals, err = countImportedGlobals(s.body); err != nil {
+			var importedMems uint32
+			if importedGlobals, importedMems, err = countImports(s.body); err != nil {
 				return nil, false, err
 			}
+			hasMemory = hasMemory || importedMems > 0
+		case secMemory:
+			sr := wreader{b: s.body}
+			hasMemory = hasMemory || sr.u32() > 0
 		case secGlobal:
 			sr := wreader{b: s.body}
 			globals = sr.u32()
@@ -100,10 +117,12 @@ func instrument(wasm []byte) (out []byte, hasStart bool, err error) {
 			}
 		}
 	}
-	g := importedGlobals + globals // index of the new global
+	g := importedGlobals + globals // index of $interrupt; $fuel is g+1
 
-	// The new global: (mut i32) initialized to 0.
-	newGlobal := []byte{0x7F, 0x01, 0x41, 0x00, 0x0B}
+	// The new globals: $interrupt (mut i32) = 0, $fuel (mut i32) = fuelPeriod.
+	newGlobal := []byte{0x7F, 0x01, 0x41, 0x00, 0x0B, 0x7F, 0x01, 0x41}
+	newGlobal = appendS32(newGlobal, fuelPeriod)
+	newGlobal = append(newGlobal, 0x0B)
 	newExports := appendName(nil, interruptExport)
 	newExports = append(newExports, 0x03) // global
 	newExports = appendU32(newExports, g)
@@ -127,7 +146,7 @@ func instrument(wasm []byte) (out []byte, hasStart bool, err error) {
 	// and were not in the module.
 	flush := func(rank int) {
 		if !doneGlobal && rank > sectionRank[secGlobal] {
-			emit(secGlobal, append([]byte{1}, newGlobal...))
+			emit(secGlobal, append([]byte{2}, newGlobal...))
 			doneGlobal = true
 		}
 		if !doneExport && rank > sectionRank[secExport] {
@@ -143,7 +162,7 @@ func instrument(wasm []byte) (out []byte, hasStart bool, err error) {
 		case secGlobal:
 			sr := wreader{b: s.body}
 			n := sr.u32()
-			body := appendU32(nil, n+1)
+			body := appendU32(nil, n+2)
 			body = append(body, s.body[sr.off:]...)
 			emit(secGlobal, append(body, newGlobal...))
 			doneGlobal = true
@@ -160,7 +179,7 @@ func instrument(wasm []byte) (out []byte, hasStart bool, err error) {
 		case secStart:
 			// removed: the host calls the function through startExport
 		case secCode:
-			body, err := instrumentCode(s.body, g)
+			body, err := instrumentCode(s.body, loopCheck(g, hasMemory), g)
 			if err != nil {
 				return nil, false, err
 			}
@@ -173,10 +192,10 @@ func instrument(wasm []byte) (out []byte, hasStart bool, err error) {
 	return out, hasStart, nil
 }
 
-func countImportedGlobals(body []byte) (uint32, error) {
+// countImports returns the number of imported globals and memories.
+func countImports(body []byte) (globals, mems uint32, err error) {
 	r := wreader{b: body}
 	n := r.u32()
-	var globals uint32
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		r.bytes(int(r.u32())) // module
 		r.bytes(int(r.u32())) // name
@@ -188,6 +207,7 @@ func countImportedGlobals(body []byte) (uint32, error) {
 			r.limits()
 		case 0x02: // memory: limits
 			r.limits()
+			mems++
 		case 0x03: // global: valtype, mutability
 			r.valType()
 			r.byte()
@@ -199,16 +219,33 @@ func countImportedGlobals(body []byte) (uint32, error) {
 			r.fail("import kind %#x", kind)
 		}
 	}
-	return globals, r.err
+	return globals, mems, r.err
 }
 
-// instrumentCode rewrites the code section body, inserting the interrupt check after every loop
-// instruction.
-func instrumentCode(body []byte, g uint32) ([]byte, error) {
-	check := []byte{0x23} // global.get g; if (empty); unreachable; end
-	check = appendU32(check, g)
-	check = append(check, 0x04, 0x40, 0x00, 0x0B)
+// loopCheck returns the code inserted at loop headers for $interrupt = g, $fuel = g+1 (see
+// above); without a memory the memory.grow is left out (such a module is rejected by Load anyway).
+func loopCheck(g uint32, hasMemory bool) []byte {
+	fuel := appendU32(nil, g+1)
+	c := append([]byte{0x23}, fuel...)    // global.get $fuel
+	c = append(c, 0x41, 0x01, 0x6B, 0x24) // i32.const 1; i32.sub; global.set
+	c = append(c, fuel...)                //   $fuel
+	c = append(c, 0x23)                   // global.get
+	c = append(c, fuel...)                //   $fuel
+	c = append(c, 0x45, 0x04, 0x40, 0x41) // i32.eqz; if; i32.const
+	c = appendS32(c, fuelPeriod)          //   fuelPeriod
+	c = append(c, 0x24)                   // global.set
+	c = append(c, fuel...)                //   $fuel
+	if hasMemory {
+		c = append(c, 0x41, 0x00, 0x40, 0x00, 0x1A) // i32.const 0; memory.grow 0; drop
+	}
+	c = append(c, 0x23)                   // global.get
+	c = appendU32(c, g)                   //   $interrupt
+	c = append(c, 0x04, 0x40, 0x00, 0x0B) // if; unreachable; end
+	return append(c, 0x0B)                // end
+}
 
+// instrumentCode rewrites the code section body, inserting check after every loop instruction.
+func instrumentCode(body, check []byte, g uint32) ([]byte, error) {
 	r := wreader{b: body}
 	n := r.u32()
 	out := appendU32(make([]byte, 0, len(body)+len(body)/8), n)
@@ -448,6 +485,17 @@ func appendU32(dst []byte, v uint32) []byte {
 		v >>= 7
 	}
 	return append(dst, byte(v))
+}
+
+func appendS32(dst []byte, v int32) []byte {
+	for {
+		b := byte(v & 0x7F)
+		v >>= 7
+		if (v == 0 && b&0x40 == 0) || (v == -1 && b&0x40 != 0) {
+			return append(dst, b)
+		}
+		dst = append(dst, b|0x80)
+	}
 }
 
 func appendName(dst []byte, s string) []byte {

@@ -62,7 +62,7 @@ func TestInstrumentChecks(t *testing.T) {
 	if !hasStart {
 		t.Error("hasStart = false")
 	}
-	check := []byte{0x23, 0x00, 0x04, 0x40, 0x00, 0x0B} // global.get 0; if; unreachable; end
+	check := loopCheck(0, false)
 	if n := bytes.Count(out, check); n != 3 {
 		t.Errorf("%d checks inserted, want 3", n)
 	}
