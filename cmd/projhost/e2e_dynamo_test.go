@@ -15,7 +15,7 @@ package main
 // first use and stopped by TestMain. Without node the tests skip (CI=true: fail).
 //
 // PROJHOST_E2E_MEASURE=1 also runs TestDynamoMeasure (recovery time after kill -9 with the
-// default 10 s lease, DynamoDB writes per 100 events, events/s against the embedded store).
+// default lease duration, DynamoDB writes per 100 events, events/s against the embedded store).
 
 import (
 	"bytes"
@@ -738,7 +738,7 @@ func writesOf(n map[string]int64, table string) int64 {
 var reStopped = regexp.MustCompile(`msg="worker stopped" .*events=(\d+) .*elapsed=(\S+)`)
 
 // TestDynamoMeasure reports figures (no timing assertions): recovery after kill -9 with the
-// default 10 s lease, DynamoDB writes per 100 events, events/s against the embedded store.
+// default lease duration, DynamoDB writes per 100 events, events/s against the embedded store.
 // Run: PROJHOST_E2E_MEASURE=1 go test ./cmd/projhost -run TestDynamoMeasure -v
 func TestDynamoMeasure(t *testing.T) {
 	if os.Getenv("PROJHOST_E2E_MEASURE") == "" {
@@ -792,7 +792,7 @@ func TestDynamoMeasure(t *testing.T) {
 			delete(ws, victim)
 		}
 		<-appended
-		t.Logf("recovery times (lease 10s, renew every 3.3s): %v", results)
+		t.Logf("recovery times (default lease %s, renewed every third of it): %v", shardmap.DefaultLeaseDuration, results)
 	})
 
 	t.Run("writes per 100 events", func(t *testing.T) {
