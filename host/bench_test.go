@@ -18,7 +18,11 @@ import (
 // Benchmarks (DESIGN §2 targets: AS flightdelays >= 300K events/s with the deadline off, >= 100K
 // on; Go >= 100K off). Run e.g.
 //
-//	go test -run XXX -bench . -benchtime 20000x ./host/
+//	go test -run XXX -bench 'Handle/(flightdelays|count)-.*/batch=(100|1000)/' -benchtime 20000x -count 6 ./host/
+//
+// and take the best of the runs on a shared machine (interference only ever slows a run down).
+// deadline=true runs the module under the batch deadline (instrumented loops, instrument.go);
+// deadline=false loads it WithTrusted.
 //
 // Handle benchmarks report events/s over the 20k flights, including decoding the output and
 // applying it to an in-memory read model (the host's cost per batch, without storage), and
