@@ -13,7 +13,6 @@ import (
 	"github.com/projhost/projhost/internal/eventfile"
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/source"
-	"github.com/projhost/projhost/wasmabi"
 )
 
 // TestShardID is the shard id the test kit gives every event.
@@ -149,9 +148,6 @@ func (m *MemReadModel) Docs() []readmodel.Doc {
 func ReadEvents(r io.Reader, keyField string) ([]source.Event, error) {
 	var events []source.Event
 	err := eventfile.Scan(r, keyField, func(i int, key string, raw []byte) error {
-		if len(key) > wasmabi.MaxKeyLen {
-			return fmt.Errorf("%w: element %d: partition key field %q is %d bytes, more than %d", eventfile.ErrBadInput, i, keyField, len(key), wasmabi.MaxKeyLen)
-		}
 		events = append(events, source.Event{ShardID: TestShardID, Seq: strconv.Itoa(i + 1), PartitionKey: key, Data: bytes.Clone(raw)})
 		return nil
 	})
