@@ -628,7 +628,7 @@ func TestDynamoClockAheadNeverTakesLiveLease(t *testing.T) {
 	dir := newJournal(t, 16)
 	store := d.store("")
 	cw := watchCursors(t, dir, "flights", 16, store...)
-	args := workerArgs(dir, wasm, store, "2s")
+	args := workerArgs(dir, wasm, store, "6s") // the default lease: under load a shorter one may lapse for real
 	a, b := startWorker(t, "a", args...), startWorker(t, "b", args...)
 	waitOwners(t, dir, "flights", 30*time.Second, func(m map[string]int) bool { return m["a"] == 8 && m["b"] == 8 }, store...)
 

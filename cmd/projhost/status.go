@@ -46,7 +46,9 @@ func init() {
 				return err
 			}
 			defer j.Close()
-			st, err := sf.openExisting(ctx)
+			// The journal exists, so this is a data dir: opening the store (creating it when no
+			// worker ran yet) is harmless.
+			st, err := sf.open(ctx)
 			if err != nil {
 				return err
 			}
