@@ -5,11 +5,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf16"
+
+	"github.com/projhost/projhost/internal/flightcheck"
+	"github.com/projhost/projhost/internal/testwasm"
 
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/source"
@@ -325,5 +330,53 @@ func TestClosedRuntime(t *testing.T) {
 	}
 	if _, err := rt.Load(context.Background(), "good", wat(t, "good")); !errors.Is(err, ErrClosed) {
 		t.Errorf("Load after Close: %v", err)
+	}
+}
+
+// slowReader is a read model whose every read takes d (a slow DynamoDB).
+type slowReader struct {
+	*MemReadModel
+	d time.Duration
+}
+
+func (s slowReader) ReadDoc(ctx context.Context, coll, key string) ([]byte, bool, error) {
+	time.Sleep(s.d)
+	return s.MemReadModel.ReadDoc(ctx, coll, key)
+}
+
+// TestDeadlineExcludesReads: the batch deadline measures the guest's time, not the host's: a
+// batch of flightdelays whose ~300 reads take 1 ms each passes a 100 ms deadline.
+func TestDeadlineExcludesReads(t *testing.T) {
+	rt, _ := newTestRuntime(t)
+	wasm, err := os.ReadFile(testwasm.Path(t, "flightdelays-as"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := load(t, rt, "fd", wasm, WithBatchDeadline(100*time.Millisecond))
+	if !m.interruptible {
+		t.Fatal("flightdelays-as was not instrumented")
+	}
+	f, err := os.Open(flightcheck.DataPath("flights-2k.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	events, err := ReadEvents(f, "origin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.NewHandler(TestShardID)
+	defer h.Close(context.Background())
+	rm := slowReader{MemReadModel: NewMemReadModel(), d: time.Millisecond}
+	start := time.Now()
+	muts, err := h.Handle(context.Background(), events, rm)
+	if err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+	if el := time.Since(start); el < 200*time.Millisecond {
+		t.Fatalf("the batch took %v: too fast to show that read time is excluded", el)
+	}
+	if len(muts) < 200 || h.Instances() != 1 {
+		t.Fatalf("mutations = %d, instances = %d; want >= 200, 1", len(muts), h.Instances())
 	}
 }

@@ -132,7 +132,11 @@ func hostRead(ctx context.Context, mod api.Module, stack []uint64) {
 	// call from the last lookup. The comparisons below do not allocate.
 	if !c.lastValid || c.lastColl != string(coll) || c.lastKey != string(key) {
 		collS, keyS := h.collName(coll), string(key)
+		// Time spent reading the read model (a DynamoDB round trip) is the host's, not the
+		// guest's: it does not count against the batch deadline.
+		h.intr.pause()
 		doc, found, err := c.reader.ReadDoc(ctx, collS, keyS)
+		h.intr.resume()
 		if err != nil {
 			panic(&readErrorPanic{err: fmt.Errorf("projhost.read %s/%s: %w", collS, keyS, err)})
 		}

@@ -20,12 +20,16 @@ type interrupter struct {
 	timer  *time.Timer
 	fireFn func()
 	stop   func() bool // context.AfterFunc's stop of the current call, nil when none
+
+	deadline time.Time // when the current call's guest time runs out (moved by pauses)
+	paused   time.Time // start of the current pause; zero when running
 }
 
 // arm starts the deadline d of one call and watches ctx.
 func (it *interrupter) arm(ctx context.Context, d time.Duration) {
 	it.mu.Lock()
 	it.armed, it.fired = true, false
+	it.deadline, it.paused = time.Now().Add(d), time.Time{}
 	it.mu.Unlock()
 	if it.fireFn == nil {
 		it.fireFn = it.fire
@@ -37,6 +41,33 @@ func (it *interrupter) arm(ctx context.Context, d time.Duration) {
 	}
 	if ctx.Done() != nil {
 		it.stop = context.AfterFunc(ctx, it.fireFn)
+	}
+}
+
+// pause stops the deadline clock while the host works for the guest (a read-model read);
+// resume restarts it with the paused time added. Both are no-ops when no call is armed (trusted
+// modules, or modules under wazero's own deadline, whose clock cannot be paused).
+func (it *interrupter) pause() {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	if !it.armed || it.fired || !it.paused.IsZero() || it.timer == nil {
+		return
+	}
+	it.paused = time.Now()
+	it.timer.Stop()
+}
+
+func (it *interrupter) resume() {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	if it.paused.IsZero() {
+		return
+	}
+	now := time.Now()
+	it.deadline = it.deadline.Add(now.Sub(it.paused))
+	it.paused = time.Time{}
+	if it.armed && !it.fired {
+		it.timer.Reset(it.deadline.Sub(now))
 	}
 }
 
@@ -78,7 +109,7 @@ func (it *interrupter) disarm() (fired bool) {
 	it.mu.Lock()
 	defer it.mu.Unlock()
 	fired = it.fired
-	it.armed, it.fired = false, false
+	it.armed, it.fired, it.paused = false, false, time.Time{}
 	if fired && it.flag != nil {
 		it.flag.Set(0)
 	}
