@@ -345,7 +345,12 @@ func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 	log := r.log.With("shard", s.id, "epoch", s.epoch)
 	cur, err := r.cfg.Cursors.Claim(ctx, r.cfg.Projection, s.id, s.epoch)
 	if err != nil {
-		log.Warn("cannot claim cursor: giving the shard up", "err", err)
+		// Usually a benign race: another worker took the shard (a steal while starting up).
+		lvl := slog.LevelWarn
+		if errors.Is(err, cursorstore.ErrFenced) {
+			lvl = slog.LevelInfo
+		}
+		log.Log(ctx, lvl, "cannot claim cursor: another owner has the shard; giving it up", "err", err)
 		r.giveUp(s)
 		return
 	}
@@ -576,7 +581,12 @@ func (r *Runner) releaseAfterFailure(ctx context.Context, s *shardRun, p *pendin
 }
 
 func (r *Runner) giveUp(s *shardRun) {
-	if err := r.mgr.Release(context.Background(), s.id); err != nil && !errors.Is(err, shardmap.ErrNotOwned) {
+	err := r.mgr.Release(context.Background(), s.id)
+	switch {
+	case err == nil, errors.Is(err, shardmap.ErrNotOwned):
+	case errors.Is(err, shardmap.ErrConflict):
+		r.log.Info("lease already taken by another worker", "shard", s.id)
+	default:
 		r.log.Warn("releasing lease", "shard", s.id, "err", err)
 	}
 }

@@ -15,9 +15,9 @@ var rootCmd = &cobra.Command{
 sharded event streams (Amazon Kinesis or a local journal) and keeps their read models (embedded
 SQLite or DynamoDB), with leases, batched cursors and fenced writes.
 
-Try a handler on a file of events without any setup:
+Try a handler on a file of events (after "make wasm" in the repository):
 
-  projhost test --handler build/wasm/flightdelays-go.wasm --events flights-2k.json`,
+  projhost test --handler build/wasm/flightdelays-go.wasm --events plugins/examples/flightdelays/data/flights-2k.json`,
 	// main prints errors itself, on one line, and cobra must not print usage on runtime errors.
 	SilenceUsage:  true,
 	SilenceErrors: true,

@@ -27,7 +27,7 @@ the final read model as JSON lines ordered by collection then key:
 
 Each element is one event: its JSON is the event data, its --key-field the partition key, its
 1-based position the sequence number. Guest log output goes to stderr. Nothing is stored.`,
-		Example: `  projhost test --handler build/wasm/flightdelays-go.wasm --events flights-2k.json`,
+		Example: `  projhost test --handler build/wasm/flightdelays-go.wasm --events plugins/examples/flightdelays/data/flights-2k.json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if handler == "" || events == "" {

@@ -263,7 +263,7 @@ func e2eCommand() *cobra.Command {
 	f.BoolVar(&o.Trusted, "trusted", false, "load the handler without the per-batch deadline")
 	f.IntVar(&o.BatchSize, "batch-size", 500, "max events per handler call (the runner's batch size)")
 	f.Int64Var(&o.Limit, "limit", 0, "append at most this many events (0: the whole file, --repeat times)")
-	f.DurationVar(&o.LeaseDuration, "lease-duration", 0, "the runner's lease duration (default: the runner's, 10s)")
+	f.DurationVar(&o.LeaseDuration, "lease-duration", 0, "the runner's lease duration (default: the runner's, shardmap.DefaultLeaseDuration = 6s)")
 	f.StringVar(&o.TempDir, "tmp", "", "parent directory of the temporary journals and stores (default: the system temp dir)")
 	return cmd
 }

@@ -31,7 +31,7 @@ type E2EOptions struct {
 	Limit      int64  // append at most this many events (0: all of them, Repeat times)
 	Shards     []int  // journal shard counts, one run each; default DefaultShardCounts
 	BatchSize  int    // host.RunnerConfig.BatchSize; default 500 (the runner's default)
-	// LeaseDuration is host.RunnerConfig.LeaseDuration; default 0: the runner's (10s).
+	// LeaseDuration is host.RunnerConfig.LeaseDuration; default 0: the runner's (shardmap.DefaultLeaseDuration).
 	LeaseDuration time.Duration
 	// TempDir is where each run's journal and store directory is created (and removed); default
 	// os.TempDir().
