@@ -11,3 +11,16 @@ server.listen(port, '127.0.0.1', () => {
 })
 server.on('error', (err) => { console.error(`dynalite: ${err.message}`); process.exit(1) })
 for (const sig of ['SIGTERM', 'SIGINT']) process.on(sig, () => server.close(() => process.exit(0)))
+
+// dynalite rethrows a request stream's 'error' event (index.js: req.on('error', err => { throw err })),
+// so a client that gives up mid-request (an HTTP timeout, a cancelled context, a reset connection)
+// would crash the whole server for every other client. Such an error concerns one request only:
+// log it and keep serving. Anything else still ends the process.
+process.on('uncaughtException', (err) => {
+  if (err && (err.code === 'ECONNRESET' || err.code === 'EPIPE' || err.message === 'aborted')) {
+    console.error(`dynalite: a client aborted a request (${err.code || err.message}); still serving`)
+    return
+  }
+  console.error(err)
+  process.exit(1)
+})
