@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -299,6 +300,35 @@ type pending struct {
 	muts  []readmodel.Mutation
 	seq   string
 	count int // events since the last save
+
+	// known caches documents of this shard as committed (nil: absent), filled only with a
+	// transactional readmodel.Committer, where a commit applies all of its mutations or none.
+	// Documents are written by one shard only (they are keyed by the partition key; README), so
+	// while this worker holds the lease no one else changes them and reads need not go back to
+	// the store. It lives as long as one lease acquisition and holds at most maxKnownDocs.
+	known map[docKey][]byte
+}
+
+// maxKnownDocs bounds pending.known per shard (documents; the map is cleared when full).
+const maxKnownDocs = 20000
+
+// remember records doc as the committed state of k.
+func (p *pending) remember(k docKey, doc []byte) {
+	if p.known == nil {
+		p.known = make(map[docKey][]byte)
+	}
+	if len(p.known) >= maxKnownDocs {
+		clear(p.known)
+	}
+	p.known[k] = bytes.Clone(doc)
+}
+
+// committed moves the committed mutations into known, then resets.
+func (p *pending) committed() {
+	for _, m := range p.muts {
+		p.remember(docKey{m.Collection, m.Key}, m.Doc)
+	}
+	p.reset()
 }
 
 type docKey struct{ coll, key string }
@@ -328,14 +358,26 @@ type overlayReader struct {
 	p     *pending
 	store readmodel.Store
 	proj  string
+	cache bool // remember committed and read documents in p.known
 }
 
 func (o overlayReader) ReadDoc(ctx context.Context, collection, key string) ([]byte, bool, error) {
-	if i, ok := o.p.docs[docKey{collection, key}]; ok {
+	k := docKey{collection, key}
+	if i, ok := o.p.docs[k]; ok {
 		d := o.p.muts[i].Doc
 		return d, d != nil, nil
 	}
-	return o.store.Get(ctx, o.proj, collection, key)
+	if d, ok := o.p.known[k]; ok {
+		return d, d != nil, nil
+	}
+	doc, found, err := o.store.Get(ctx, o.proj, collection, key)
+	if err == nil && o.cache {
+		if !found {
+			doc = nil
+		}
+		o.p.remember(k, doc)
+	}
+	return doc, found, err
 }
 
 // errStop ends a shard loop without saving.
@@ -385,7 +427,7 @@ func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 	var p pending
 	p.seq = cur.Seq
 	lastSave := time.Now()
-	ov := overlayReader{p: &p, store: r.cfg.ReadModel, proj: r.cfg.Projection}
+	ov := overlayReader{p: &p, store: r.cfg.ReadModel, proj: r.cfg.Projection, cache: r.commit != nil}
 
 	flush := func() error {
 		if p.count == 0 && len(p.muts) == 0 {
@@ -415,7 +457,11 @@ func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 		if r.cfg.OnCursorSave != nil {
 			r.cfg.OnCursorSave(s.id, s.epoch, p.seq)
 		}
-		p.reset()
+		if ov.cache {
+			p.committed()
+		} else {
+			p.reset()
+		}
 		lastSave = time.Now()
 		return nil
 	}

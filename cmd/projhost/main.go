@@ -7,10 +7,22 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 )
 
 func main() {
+	// PROJHOST_CPUPROFILE=FILE writes a Go CPU profile of the whole command (for `go tool pprof`).
+	if path := os.Getenv("PROJHOST_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			code := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+			pprof.StopCPUProfile()
+			f.Close()
+			os.Exit(code)
+		}
+		fmt.Fprintf(os.Stderr, "projhost: PROJHOST_CPUPROFILE=%s: cannot write the profile\n", path)
+	}
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
