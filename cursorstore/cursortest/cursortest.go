@@ -14,16 +14,14 @@ package cursortest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/projhost/projhost/cursorstore"
+	"github.com/projhost/projhost/internal/suitekit"
 )
 
 // Run runs the suite. newStore returns the store under test.
@@ -60,19 +58,9 @@ const (
 	bigSeq2 = "49590338271490256608559692540925702759324208523137515618"
 )
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return suitekit.Context(t) }
 
-func projection(t *testing.T) string {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return "cursortest-" + hex.EncodeToString(b[:])
-}
+func projection(t *testing.T) string { return suitekit.Name(t, "cursortest") }
 
 func expect(t *testing.T, s cursorstore.Store, proj, shardID, seq string, epoch int64) {
 	t.Helper()

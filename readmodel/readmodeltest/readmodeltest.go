@@ -20,17 +20,15 @@ package readmodeltest
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/projhost/projhost/cursorstore"
+	"github.com/projhost/projhost/internal/suitekit"
 	"github.com/projhost/projhost/readmodel"
 )
 
@@ -82,19 +80,9 @@ const (
 	shardB = "shardId-000000000001"
 )
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return suitekit.Context(t) }
 
-func projection(t *testing.T) string {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return "rmtest-" + hex.EncodeToString(b[:])
-}
+func projection(t *testing.T) string { return suitekit.Name(t, "rmtest") }
 
 func put(coll, key, doc string) readmodel.Mutation {
 	return readmodel.Mutation{Collection: coll, Key: key, Doc: []byte(doc)}

@@ -15,15 +15,13 @@ package leasetest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/projhost/projhost/internal/suitekit"
 	"github.com/projhost/projhost/shardmap"
 )
 
@@ -50,20 +48,10 @@ func Run(t *testing.T, newStore func(t *testing.T) shardmap.LeaseStore) {
 	}
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return suitekit.Context(t) }
 
 // projection returns a projection name unique to this test run.
-func projection(t *testing.T) string {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return "leasetest-" + hex.EncodeToString(b[:])
-}
+func projection(t *testing.T) string { return suitekit.Name(t, "leasetest") }
 
 // equal compares leases, treating nil and empty ParentIDs alike.
 func equal(a, b shardmap.Lease) bool {
