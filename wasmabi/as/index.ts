@@ -651,44 +651,73 @@ export class JsonReader {
     const kl = utf8Into(keyScratch, key);
     const kp = changetype<usize>(keyScratch.buf);
     const end = this.ptr + <usize>this.len;
-    let i = skipWS(this.ptr, end);
-    if (i >= end || load<u8>(i) != 0x7B) return false;
-    i = skipWS(i + 1, end);
-    if (i < end && load<u8>(i) == 0x7D) return false;
-    while (true) {
-      if (i >= end || load<u8>(i) != 0x22) return false;
-      let j = scanString(i, end);
-      if (j == 0) return false;
-      const match = keyEqual(i + 1, j - 1, scanPlain, kp, kl);
-      i = skipWS(j, end);
-      if (i >= end || load<u8>(i) != 0x3A) return false;
-      i = skipWS(i + 1, end);
-      const start = i;
-      let plain = false;
-      if (i < end && load<u8>(i) == 0x22) {
-        j = scanString(i, end);
-        if (j == 0) return false;
-        plain = scanPlain;
-      } else {
-        j = skipValue(i, end, 1); // the object itself is level 1
-        if (j == 0) return false;
-      }
-      i = skipWS(j, end);
-      if (i >= end) return false;
-      const c = load<u8>(i);
-      if (c != 0x2C && c != 0x7D) return false;
-      if (match) {
-        this.vs = start;
-        this.ve = j;
-        this.plain = plain;
+    let i = firstMember(this.ptr, end);
+    while (i != 0) {
+      i = nextMember(i, end);
+      if (i == 0) return false;
+      if (keyEqual(mKeyStart, mKeyEnd, mKeyPlain, kp, kl)) {
+        this.vs = mValStart;
+        this.ve = mValEnd;
+        this.plain = mValPlain;
         this.found = true;
         return true;
       }
-      if (c == 0x7D) return false;
-      i = skipWS(i + 1, end);
+      if (mLast) return false;
     }
     return false;
   }
+}
+
+// The member scanner shared by JsonReader and JsonFields. nextMember leaves the parts of the
+// member it parsed in these globals.
+let mKeyStart: usize = 0;
+let mKeyEnd: usize = 0;
+let mKeyPlain = false;
+let mValStart: usize = 0;
+let mValEnd: usize = 0;
+let mValPlain = false;
+let mLast = false;
+
+/** Position of the first member of the object at ptr..end; 0 when it is not an object or is empty. */
+function firstMember(ptr: usize, end: usize): usize {
+  let i = skipWS(ptr, end);
+  if (i >= end || load<u8>(i) != 0x7B) return 0;
+  i = skipWS(i + 1, end);
+  if (i < end && load<u8>(i) == 0x7D) return 0;
+  return i;
+}
+
+/**
+ * Parses the member `"key": value` at i and the separator after it. Returns the position of the
+ * next member (mLast: there is none), or 0 when the object is malformed there.
+ */
+function nextMember(i: usize, end: usize): usize {
+  if (i >= end || load<u8>(i) != 0x22) return 0;
+  let j = scanString(i, end);
+  if (j == 0) return 0;
+  mKeyStart = i + 1;
+  mKeyEnd = j - 1;
+  mKeyPlain = scanPlain;
+  i = skipWS(j, end);
+  if (i >= end || load<u8>(i) != 0x3A) return 0;
+  i = skipWS(i + 1, end);
+  mValStart = i;
+  mValPlain = false;
+  if (i < end && load<u8>(i) == 0x22) {
+    j = scanString(i, end);
+    if (j == 0) return 0;
+    mValPlain = scanPlain;
+  } else {
+    j = skipValue(i, end, 1); // the object itself is level 1
+    if (j == 0) return 0;
+  }
+  mValEnd = j;
+  i = skipWS(j, end);
+  if (i >= end) return 0;
+  const c = load<u8>(i);
+  if (c != 0x2C && c != 0x7D) return 0;
+  mLast = c == 0x7D;
+  return mLast ? i : skipWS(i + 1, end);
 }
 
 // scanString's second result: the string has neither escapes nor invalid UTF-8.
@@ -1105,47 +1134,23 @@ export class JsonFields {
     for (let k = 0; k < nk; k++) unchecked(this.seen[k] = false);
     let left = nk;
     const end = ptr + <usize>len;
-    let i = skipWS(ptr, end);
-    if (i >= end || load<u8>(i) != 0x7B) return this;
-    i = skipWS(i + 1, end);
-    if (i < end && load<u8>(i) == 0x7D) return this;
-    while (true) {
-      if (i >= end || load<u8>(i) != 0x22) return this;
-      let j = scanString(i, end);
-      if (j == 0) return this;
-      const kplain = scanPlain;
-      let match = -1;
+    let i = firstMember(ptr, end);
+    while (i != 0) {
+      i = nextMember(i, end);
+      if (i == 0) return this;
       for (let k = 0; k < nk; k++) {
         if (unchecked(this.seen[k])) continue;
         const kb = unchecked(this.keys[k]);
-        if (keyEqual(i + 1, j - 1, kplain, changetype<usize>(kb), kb.byteLength)) { match = k; break; }
+        if (keyEqual(mKeyStart, mKeyEnd, mKeyPlain, changetype<usize>(kb), kb.byteLength)) {
+          unchecked(this.seen[k] = true);
+          unchecked(this.vs[k] = mValStart);
+          unchecked(this.ve[k] = mValEnd);
+          unchecked(this.plain[k] = mValPlain);
+          if (--left == 0) return this;
+          break;
+        }
       }
-      i = skipWS(j, end);
-      if (i >= end || load<u8>(i) != 0x3A) return this;
-      i = skipWS(i + 1, end);
-      const start = i;
-      let plain = false;
-      if (i < end && load<u8>(i) == 0x22) {
-        j = scanString(i, end);
-        if (j == 0) return this;
-        plain = scanPlain;
-      } else {
-        j = skipValue(i, end, 1);
-        if (j == 0) return this;
-      }
-      i = skipWS(j, end);
-      if (i >= end) return this;
-      const c = load<u8>(i);
-      if (c != 0x2C && c != 0x7D) return this;
-      if (match >= 0) {
-        unchecked(this.seen[match] = true);
-        unchecked(this.vs[match] = start);
-        unchecked(this.ve[match] = j);
-        unchecked(this.plain[match] = plain);
-        if (--left == 0) return this;
-      }
-      if (c == 0x7D) return this;
-      i = skipWS(i + 1, end);
+      if (mLast) return this;
     }
     return this;
   }
