@@ -10,18 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/projhost/projhost/internal/flightcheck"
 	"github.com/projhost/projhost/plugins/examples/flightdelays"
 	"github.com/projhost/projhost/wasmabi"
 	"github.com/projhost/projhost/wasmabi/guest"
 )
 
-type flight struct {
-	Date        string `json:"date"`
-	Delay       int64  `json:"delay"`
-	Distance    int64  `json:"distance"`
-	Origin      string `json:"origin"`
-	Destination string `json:"destination"`
-}
+type flight = flightcheck.Flight
 
 // load reads data/<name> and returns the events (partition key = origin, seq = 1-based index)
 // and the decoded flights.
@@ -46,48 +41,17 @@ func load(tb testing.TB, name string) ([]wasmabi.Event, []flight) {
 	return evs, fs
 }
 
-// expected computes the read model with plain Go and encoding/json, independently of the SDK.
+// expected is the independent computation of internal/flightcheck, rendered as the documents
+// both handler builds must write byte for byte (fields in this order).
 func expected(fs []flight) map[string]string {
-	type airport struct {
-		Flights    int64 `json:"flights"`
-		Delayed    int64 `json:"delayed"`
-		TotalDelay int64 `json:"total_delay"`
-		MaxDelay   int64 `json:"max_delay"`
-	}
-	type route struct {
-		Flights       int64 `json:"flights"`
-		TotalDistance int64 `json:"total_distance"`
-	}
-	airports := map[string]*airport{}
-	routes := map[string]*route{}
-	for _, f := range fs {
-		a := airports[f.Origin]
-		if a == nil {
-			a = &airport{MaxDelay: f.Delay}
-			airports[f.Origin] = a
-		}
-		a.Flights++
-		if f.Delay > 15 {
-			a.Delayed++
-		}
-		a.TotalDelay += f.Delay
-		a.MaxDelay = max(a.MaxDelay, f.Delay)
-		r := routes[f.Origin+"-"+f.Destination]
-		if r == nil {
-			r = &route{}
-			routes[f.Origin+"-"+f.Destination] = r
-		}
-		r.Flights++
-		r.TotalDistance += f.Distance
-	}
 	want := map[string]string{}
-	for k, a := range airports {
-		b, _ := json.Marshal(a)
-		want["airports/"+k] = string(b)
-	}
-	for k, r := range routes {
-		b, _ := json.Marshal(r)
-		want["routes/"+k] = string(b)
+	for k, d := range flightcheck.Expected(fs) {
+		if strings.HasPrefix(k, "airports/") {
+			want[k] = fmt.Sprintf(`{"flights":%d,"delayed":%d,"total_delay":%d,"max_delay":%d}`,
+				d["flights"], d["delayed"], d["total_delay"], d["max_delay"])
+		} else {
+			want[k] = fmt.Sprintf(`{"flights":%d,"total_distance":%d}`, d["flights"], d["total_distance"])
+		}
 	}
 	return want
 }
