@@ -21,6 +21,13 @@ type Cursor struct {
 	ShardID    string
 	Seq        string // last applied sequence number; "" = nothing applied yet
 	Epoch      int64  // epoch of the owner that last claimed or saved it
+
+	// Stopped is why the shard was stopped by the stop error policy ("" = not stopped): the
+	// handler error, one line. A stopped shard keeps its lease (its owner renews it) but is not
+	// processed by any worker until Resume clears it. Claim and Save keep it unchanged.
+	Stopped string
+	// StoppedMs is when Stop was called, ms since the Unix epoch (0 when not stopped).
+	StoppedMs int64
 }
 
 // Store persists cursors. Implementations are safe for concurrent use and must pass
@@ -35,6 +42,12 @@ type Store interface {
 	// Save stores seq if the stored epoch equals epoch; ErrFenced otherwise. Saving a sequence
 	// number lower than the stored one is refused with an error wrapping ErrBackwards.
 	Save(ctx context.Context, projection, shardID string, epoch int64, seq string) error
+	// Stop records reason (non-empty) as the cursor's Stopped state, with the current time, if
+	// the stored epoch equals epoch; ErrFenced otherwise. The cursor's Seq is not changed.
+	Stop(ctx context.Context, projection, shardID string, epoch int64, reason string) error
+	// Resume clears the Stopped state (an operator's command: not fenced). Resuming a cursor
+	// that is not stopped, or does not exist, is not an error and changes nothing.
+	Resume(ctx context.Context, projection, shardID string) error
 }
 
 // ErrBackwards is returned by Save for a sequence number below the stored one.

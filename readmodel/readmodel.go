@@ -11,17 +11,15 @@ package readmodel
 import (
 	"context"
 	"errors"
+
+	"github.com/projhost/projhost/event"
 )
 
 // ErrFenced is returned by Apply when a newer lease owner has written for the shard.
 var ErrFenced = errors.New("readmodel: fenced: a newer lease owner wrote for this shard")
 
-// Mutation is one write. Doc is a JSON object; nil means delete.
-type Mutation struct {
-	Collection string
-	Key        string
-	Doc        []byte
-}
+// Mutation is one write (an alias of event.Mutation). Doc is a JSON object; nil means delete.
+type Mutation = event.Mutation
 
 // Write is the set of mutations one shard produced up to and including sequence number Seq.
 type Write struct {
@@ -30,6 +28,16 @@ type Write struct {
 	Epoch      int64  // the writer's lease epoch
 	Seq        string // last sequence number whose effects the mutations include
 	Mutations  []Mutation
+
+	// Replay, when not "", marks a dead-letter replay: Mutations are the effect of re-handling
+	// the dead-lettered event of ShardID with sequence number Replay (below Seq, which is then
+	// the shard's current cursor: a replay write carries no new events). Stores make a replay
+	// idempotent per (shard, Replay) instead of by Seq: a repeated Write with the same Replay
+	// changes nothing it already changed (DynamoDB: a per-item replay marker), and the write is
+	// still fenced by Epoch. A transactional store that also holds the dead letters (the
+	// embedded store) marks the letter deadletter.StateReplayed in the same transaction as the
+	// mutations (see projection/RATIONALE.md).
+	Replay string
 }
 
 // Doc is one stored document.

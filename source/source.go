@@ -10,8 +10,9 @@ package source
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
+
+	"github.com/projhost/projhost/event"
 )
 
 // ErrShardEnded is returned by ShardReader.Read once a closed shard has been read to its end.
@@ -21,14 +22,8 @@ var ErrShardEnded = errors.New("source: shard ended (closed and fully read)")
 // ErrUnknownShard is returned when a shard id does not exist in the stream.
 var ErrUnknownShard = errors.New("source: unknown shard")
 
-// Event is one record of a shard.
-type Event struct {
-	ShardID      string
-	Seq          string // decimal sequence number, strictly increasing within a shard
-	PartitionKey string
-	ArrivalMs    int64 // approximate arrival time, ms since the Unix epoch (0 = unknown)
-	Data         []byte
-}
+// Event is one record of a shard (an alias of event.Event, the type every layer shares).
+type Event = event.Event
 
 // Shard describes one shard of a stream.
 type Shard struct {
@@ -67,27 +62,11 @@ type ShardReader interface {
 	Close() error
 }
 
-// SeqWidth is the width sequence numbers are zero-padded to for string comparison: the Kinesis
-// API pattern for sequence numbers is 0|([1-9]\d{0,128}), at most 129 digits.
-const SeqWidth = 129
+// SeqWidth is event.SeqWidth (129 digits, the Kinesis sequence number pattern's maximum).
+const SeqWidth = event.SeqWidth
 
-// PadSeq left-pads a decimal sequence number with zeros to SeqWidth so that padded numbers
-// compare as strings in numeric order. "" stays "" (no sequence: before everything).
-func PadSeq(seq string) string {
-	if seq == "" || len(seq) >= SeqWidth {
-		return seq
-	}
-	return strings.Repeat("0", SeqWidth-len(seq)) + seq
-}
+// PadSeq is event.PadSeq: left-pads a decimal sequence number to SeqWidth.
+func PadSeq(seq string) string { return event.PadSeq(seq) }
 
-// CompareSeq compares two decimal sequence numbers numerically: -1, 0 or +1. "" sorts first.
-func CompareSeq(a, b string) int {
-	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
-	if len(a) != len(b) {
-		if len(a) < len(b) {
-			return -1
-		}
-		return 1
-	}
-	return strings.Compare(a, b)
-}
+// CompareSeq is event.CompareSeq: compares two decimal sequence numbers numerically.
+func CompareSeq(a, b string) int { return event.CompareSeq(a, b) }
