@@ -46,3 +46,10 @@ func CompareSeq(a, b string) int {
 	}
 	return strings.Compare(a, b)
 }
+
+// Doc is one read-model document: a JSON object addressed by collection and key.
+type Doc struct {
+	Collection string
+	Key        string
+	Doc        []byte
+}

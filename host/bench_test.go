@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/internal/flightcheck"
 	"github.com/projhost/projhost/internal/testwasm"
-	"github.com/projhost/projhost/source"
 )
 
 // Benchmarks (DESIGN §2 targets: AS flightdelays >= 300K events/s with the deadline off, >= 100K
@@ -53,7 +53,7 @@ func benchModules() []benchModule {
 	}
 }
 
-func benchEvents(b *testing.B) []source.Event {
+func benchEvents(b *testing.B) []event.Event {
 	f, err := os.Open(flightcheck.DataPath("flights-20k.json"))
 	if err != nil {
 		b.Fatal(err)

@@ -14,10 +14,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/internal/eventfile"
 	"github.com/projhost/projhost/internal/flightcheck"
 	"github.com/projhost/projhost/internal/testwasm"
-	"github.com/projhost/projhost/readmodel"
 )
 
 var exampleModules = []string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS}
@@ -55,7 +55,7 @@ type airport struct {
 	Flights, Delayed, TotalDelay, MaxDelay int64
 }
 
-func airportOf(t *testing.T, muts []readmodel.Mutation, key string) airport {
+func airportOf(t *testing.T, muts []event.Mutation, key string) airport {
 	t.Helper()
 	for i := len(muts) - 1; i >= 0; i-- { // the last write of the key wins
 		if muts[i].Collection == "airports" && muts[i].Key == key {
@@ -184,7 +184,7 @@ func TestRunFileErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []readmodel.Doc{
+	want := []event.Doc{
 		{Collection: "events", Key: "A", Doc: []byte(`{"origin":"A","v":2}`)},
 		{Collection: "events", Key: "B", Doc: []byte(`{"origin":"B"}`)},
 		{Collection: "prev", Key: "A", Doc: []byte(`{"origin":"A","v":1}`)},

@@ -16,8 +16,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
 
-	"github.com/projhost/projhost/readmodel"
-	"github.com/projhost/projhost/source"
+	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/wasmabi"
 )
 
@@ -125,7 +124,7 @@ func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)
 // ErrBadOutput) when the guest is at fault; otherwise an infrastructure error: reader's error
 // wrapped, the caller's context error, an event exceeding an ABI limit (wasmabi.ErrMalformed), an
 // event of another shard, or ErrClosed.
-func (h *Handler) Handle(ctx context.Context, events []source.Event, reader DocReader) ([]readmodel.Mutation, error) {
+func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocReader) ([]event.Mutation, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -362,7 +361,7 @@ func trapSummary(s string) string {
 // decodeMutations validates a guest output (ABI.md §4) and copies it out: every string and
 // document of the result points into one new buffer, so the result stays valid after the guest
 // runs again. Errors wrap wasmabi.ErrMalformed.
-func decodeMutations(out []byte) ([]readmodel.Mutation, error) {
+func decodeMutations(out []byte) ([]event.Mutation, error) {
 	if len(out) == 0 {
 		return nil, nil
 	}
@@ -372,9 +371,9 @@ func decodeMutations(out []byte) ([]readmodel.Mutation, error) {
 		// A put or delete needs at least 1+2+1+2+1+4 bytes: bound the allocation by the size.
 		n = min(int(binary.LittleEndian.Uint32(arena[4:])), len(arena)/11)
 	}
-	muts := make([]readmodel.Mutation, 0, n)
+	muts := make([]event.Mutation, 0, n)
 	err := wasmabi.DecodeOutput(arena, validJSONObject, func(m wasmabi.Mutation) error {
-		rm := readmodel.Mutation{
+		rm := event.Mutation{
 			Collection: unsafe.String(unsafe.SliceData(m.Collection), len(m.Collection)),
 			Key:        unsafe.String(unsafe.SliceData(m.Key), len(m.Key)),
 		}

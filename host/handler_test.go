@@ -13,11 +13,10 @@ import (
 	"time"
 	"unicode/utf16"
 
+	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/internal/flightcheck"
 	"github.com/projhost/projhost/internal/testwasm"
 
-	"github.com/projhost/projhost/readmodel"
-	"github.com/projhost/projhost/source"
 	"github.com/projhost/projhost/wasmabi"
 )
 
@@ -36,8 +35,8 @@ func (c *countingReader) ReadDoc(ctx context.Context, coll, key string) ([]byte,
 	return c.MemReadModel.ReadDoc(ctx, coll, key)
 }
 
-func put(coll, key, doc string) readmodel.Mutation {
-	return readmodel.Mutation{Collection: coll, Key: key, Doc: []byte(doc)}
+func put(coll, key, doc string) event.Mutation {
+	return event.Mutation{Collection: coll, Key: key, Doc: []byte(doc)}
 }
 
 func TestGoodModuleReadsAndWrites(t *testing.T) {
@@ -59,7 +58,7 @@ func TestGoodModuleReadsAndWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []readmodel.Mutation{put("events", "A", `{"v":1}`), put("events", "B", `{"v":2}`), put("events", "A", `{"v":3}`)}
+			want := []event.Mutation{put("events", "A", `{"v":1}`), put("events", "B", `{"v":2}`), put("events", "A", `{"v":3}`)}
 			if !reflect.DeepEqual(muts, want) {
 				t.Fatalf("batch 1 mutations:\n got %q\nwant %q", muts, want)
 			}
@@ -75,7 +74,7 @@ func TestGoodModuleReadsAndWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want2 := []readmodel.Mutation{put("prev", "A", `{"v":3}`), put("events", "A", `{"v":4}`), put("events", "C", `{"v":5}`)}
+			want2 := []event.Mutation{put("prev", "A", `{"v":3}`), put("events", "A", `{"v":4}`), put("events", "C", `{"v":5}`)}
 			if !reflect.DeepEqual(muts2, want2) {
 				t.Fatalf("batch 2 mutations:\n got %q\nwant %q", muts2, want2)
 			}
@@ -110,7 +109,7 @@ func TestHandleInputErrors(t *testing.T) {
 	if _, err := h.Handle(ctx, evs("s2", 1, "A", `{}`), rm); err == nil || !strings.Contains(err.Error(), `is of shard "s2", the handler's shard is "s1"`) {
 		t.Errorf("foreign shard: %v", err)
 	}
-	long := []source.Event{{ShardID: "s1", Seq: "1", PartitionKey: strings.Repeat("k", 257), Data: []byte(`{}`)}}
+	long := []event.Event{{ShardID: "s1", Seq: "1", PartitionKey: strings.Repeat("k", 257), Data: []byte(`{}`)}}
 	if _, err := h.Handle(ctx, long, rm); !errors.Is(err, wasmabi.ErrMalformed) {
 		t.Errorf("oversized partition key: %v", err)
 	}
@@ -199,7 +198,7 @@ func TestDecodeMutations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []readmodel.Mutation{put("airports", "ORD", ` {"n": 1}`), {Collection: "airports", Key: "LAX"}}
+	want := []event.Mutation{put("airports", "ORD", ` {"n": 1}`), {Collection: "airports", Key: "LAX"}}
 	if !reflect.DeepEqual(muts, want) {
 		t.Fatalf("got %q want %q", muts, want)
 	}

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/projhost/projhost/source"
+	"github.com/projhost/projhost/event"
 )
 
 // testCacheDir is a wazero compilation cache shared by test runs, so the Go guest (~4 s to
@@ -213,10 +213,10 @@ func load(t testing.TB, rt *Runtime, name string, wasm []byte, opts ...ModuleOpt
 }
 
 // evs builds events of shard "s1" from (partition key, data) pairs with seqs 1, 2, ...
-func evs(shard string, firstSeq int, kv ...string) []source.Event {
-	var out []source.Event
+func evs(shard string, firstSeq int, kv ...string) []event.Event {
+	var out []event.Event
 	for i := 0; i+1 < len(kv); i += 2 {
-		out = append(out, source.Event{ShardID: shard, Seq: fmt.Sprint(firstSeq + i/2), PartitionKey: kv[i], Data: []byte(kv[i+1])})
+		out = append(out, event.Event{ShardID: shard, Seq: fmt.Sprint(firstSeq + i/2), PartitionKey: kv[i], Data: []byte(kv[i+1])})
 	}
 	return out
 }

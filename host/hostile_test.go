@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/projhost/projhost/readmodel"
+	"github.com/projhost/projhost/event"
 )
 
 // hostileModule assembles a module with the ABI v1 exports (alloc returning a fixed buffer at
@@ -186,7 +186,7 @@ func TestHostileRun(t *testing.T) {
 			h := m.NewHandler("s1")
 			defer h.Close(context.Background())
 			rm := NewMemReadModel()
-			rm.Apply([]readmodel.Mutation{{Collection: "c", Key: "c", Doc: []byte(`{"x":1}`)}})
+			rm.Apply([]event.Mutation{{Collection: "c", Key: "c", Doc: []byte(`{"x":1}`)}})
 			batch := evs("s1", 7, "A", `{"a":1}`, "B", `{"b":2}`)
 			for attempt := 1; attempt <= 2; attempt++ {
 				start := time.Now()

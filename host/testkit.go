@@ -10,9 +10,8 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/internal/eventfile"
-	"github.com/projhost/projhost/readmodel"
-	"github.com/projhost/projhost/source"
 )
 
 // TestShardID is the shard id the test kit gives every event.
@@ -42,7 +41,7 @@ func (o TestOptions) withDefaults() TestOptions {
 // (TestShardID), applying each batch's mutations before the next, and returns the final read
 // model ordered by collection then key. Errors: unreadable files, ReadEvents errors, Load errors
 // (ErrInvalidModule) and the first batch error (a *HandlerError, including ErrHandlerFailed).
-func RunFile(ctx context.Context, wasmPath, eventsPath string, opts TestOptions) ([]readmodel.Doc, error) {
+func RunFile(ctx context.Context, wasmPath, eventsPath string, opts TestOptions) ([]event.Doc, error) {
 	opts = opts.withDefaults()
 	wasm, err := os.ReadFile(wasmPath)
 	if err != nil {
@@ -67,7 +66,7 @@ func RunFile(ctx context.Context, wasmPath, eventsPath string, opts TestOptions)
 
 // Run is RunFile on a module and events already in memory, using rt (opts.RuntimeOptions is
 // ignored).
-func Run(ctx context.Context, rt *Runtime, name string, wasm []byte, events []source.Event, opts TestOptions) ([]readmodel.Doc, error) {
+func Run(ctx context.Context, rt *Runtime, name string, wasm []byte, events []event.Event, opts TestOptions) ([]event.Doc, error) {
 	opts = opts.withDefaults()
 	mod, err := rt.Load(ctx, name, wasm, WithTrusted(opts.Trusted))
 	if err != nil {
@@ -107,7 +106,7 @@ func (m *MemReadModel) ReadDoc(_ context.Context, collection, key string) ([]byt
 
 // Apply applies mutations in order (Doc nil deletes). It keeps the Doc slices, which Handle
 // returns as copies owned by the caller.
-func (m *MemReadModel) Apply(muts []readmodel.Mutation) {
+func (m *MemReadModel) Apply(muts []event.Mutation) {
 	for _, mu := range muts {
 		c := m.docs[mu.Collection]
 		if mu.Doc == nil {
@@ -123,11 +122,11 @@ func (m *MemReadModel) Apply(muts []readmodel.Mutation) {
 }
 
 // Docs returns every document ordered by collection then key.
-func (m *MemReadModel) Docs() []readmodel.Doc {
-	var out []readmodel.Doc
+func (m *MemReadModel) Docs() []event.Doc {
+	var out []event.Doc
 	for coll, c := range m.docs {
 		for k, d := range c {
-			out = append(out, readmodel.Doc{Collection: coll, Key: k, Doc: d})
+			out = append(out, event.Doc{Collection: coll, Key: k, Doc: d})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -145,10 +144,10 @@ func (m *MemReadModel) Docs() []readmodel.Doc {
 // number as its text; 1..256 bytes); its sequence number is its 1-based index in decimal; its
 // shard is TestShardID; arrival time 0. Errors wrap eventfile.ErrBadInput and name the element
 // (0-based index): a syntax error, an element that is not a JSON object, a missing key field.
-func ReadEvents(r io.Reader, keyField string) ([]source.Event, error) {
-	var events []source.Event
+func ReadEvents(r io.Reader, keyField string) ([]event.Event, error) {
+	var events []event.Event
 	err := eventfile.Scan(r, keyField, func(i int, key string, raw []byte) error {
-		events = append(events, source.Event{ShardID: TestShardID, Seq: strconv.Itoa(i + 1), PartitionKey: key, Data: bytes.Clone(raw)})
+		events = append(events, event.Event{ShardID: TestShardID, Seq: strconv.Itoa(i + 1), PartitionKey: key, Data: bytes.Clone(raw)})
 		return nil
 	})
 	return events, err

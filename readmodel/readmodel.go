@@ -40,12 +40,8 @@ type Write struct {
 	Replay string
 }
 
-// Doc is one stored document.
-type Doc struct {
-	Collection string
-	Key        string
-	Doc        []byte
-}
+// Doc is one stored document (an alias of event.Doc).
+type Doc = event.Doc
 
 // Store holds read models. Implementations are safe for concurrent use and must pass
 // readmodel/readmodeltest.

@@ -70,3 +70,10 @@ func PadSeq(seq string) string { return event.PadSeq(seq) }
 
 // CompareSeq is event.CompareSeq: compares two decimal sequence numbers numerically.
 func CompareSeq(a, b string) int { return event.CompareSeq(a, b) }
+
+// Header is implemented by sources that can tell a shard's last sequence number cheaply (the
+// local journal). Container mode uses it for --until-caught-up and the lag in events.
+type Header interface {
+	// Head returns the sequence number of the last event on the shard, "" when empty.
+	Head(ctx context.Context, shardID string) (string, error)
+}

@@ -1,48 +1,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
-	cursordynamo "github.com/projhost/projhost/cursorstore/dynamo"
 	"github.com/projhost/projhost/internal/dynamotables"
-	rmdynamo "github.com/projhost/projhost/readmodel/dynamo"
-	leasedynamo "github.com/projhost/projhost/shardmap/dynamo"
+	"github.com/projhost/projhost/store/dynamo"
 )
-
-func (f *storeFlags) clientOptions() []dynamotables.ClientOption {
-	var opts []dynamotables.ClientOption
-	if f.endpoint != "" {
-		opts = append(opts, dynamotables.WithEndpoint(f.endpoint))
-	}
-	if f.region != "" {
-		opts = append(opts, dynamotables.WithRegion(f.region))
-	}
-	return opts
-}
-
-// openDynamo opens the DynamoDB lease, cursor and read-model stores of --table-prefix.
-func openDynamo(ctx context.Context, f *storeFlags) (*stores, error) {
-	c, err := dynamotables.NewClient(ctx, f.clientOptions()...)
-	if err != nil {
-		return nil, fmt.Errorf("DynamoDB client: %w", err)
-	}
-	leases, err := leasedynamo.New(c, f.prefix)
-	if err != nil {
-		return nil, err
-	}
-	cursors, err := cursordynamo.New(c, f.prefix)
-	if err != nil {
-		return nil, err
-	}
-	rm, err := rmdynamo.New(c, f.prefix)
-	if err != nil {
-		return nil, err
-	}
-	return &stores{Leases: leases, Cursors: cursors, ReadModel: rm}, nil
-}
 
 func init() {
 	tc := &cobra.Command{Use: "tables", Short: "Manage the DynamoDB tables of --store dynamodb"}
@@ -53,11 +18,7 @@ func init() {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			c, err := dynamotables.NewClient(ctx, sf.clientOptions()...)
-			if err != nil {
-				return fmt.Errorf("DynamoDB client: %w", err)
-			}
-			if err := dynamotables.CreateTables(ctx, c, sf.prefix); err != nil {
+			if err := dynamo.CreateTables(ctx, sf.dynamoConfig()); err != nil {
 				return err
 			}
 			n, err := dynamotables.NamesFor(sf.prefix)

@@ -13,14 +13,18 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/projhost/projhost/container"
 	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/projection"
 	"github.com/projhost/projhost/shardmap"
+	"github.com/projhost/projhost/source"
 )
 
 func init() {
 	var sf storeFlags
 	var name, handler, workerID, logLevel string
-	var cfg host.RunnerConfig
+	var cfg container.Config
+	var onError string
 	var trusted bool
 	var deadline time.Duration
 	cmd := &cobra.Command{
@@ -35,9 +39,14 @@ save cursors, release leases and exit 0.`,
 			if name == "" || handler == "" {
 				return fmt.Errorf("--name and --handler are required")
 			}
-			if err := checkRunFlags(&cfg, deadline); err != nil {
-				return err
+			if deadline < 0 || deadline > 0 && deadline < time.Millisecond {
+				return fmt.Errorf("--batch-deadline must be at least 1ms")
 			}
+			pol, err := projection.ParseOnError(onError)
+			if err != nil {
+				return fmt.Errorf("--on-error: %w", err)
+			}
+			cfg.Policy.OnError = pol
 			lvl := slog.LevelInfo
 			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level %q: use debug, info, warn or error", logLevel)
@@ -79,8 +88,8 @@ save cursors, release leases and exit 0.`,
 			}
 			c := cfg
 			c.Projection, c.WorkerID, c.Logger = name, workerID, logger
-			c.Source, c.Leases, c.Cursors, c.ReadModel, c.Module = j, st.Leases, st.Cursors, st.ReadModel, mod
-			r, err := host.NewRunner(c)
+			c.Source, c.Stores, c.Modules = j, st.Stores, projection.Fixed(mod)
+			r, err := container.New(c)
 			if err != nil {
 				return err
 			}
@@ -97,7 +106,7 @@ save cursors, release leases and exit 0.`,
 			}
 			s := r.Stats()
 			logger.Info("worker stopped", "events", s.Events, "batches", s.Batches, "cursor_saves", s.CursorSaves,
-				"handler_failures", s.Failures, "elapsed", time.Since(start).Round(time.Millisecond))
+				"handler_failures", s.Failures, "dead_letters", s.DeadLetters, "replayed", s.Replayed, "elapsed", time.Since(start).Round(time.Millisecond))
 			return nil
 		},
 	}
@@ -106,10 +115,12 @@ save cursors, release leases and exit 0.`,
 	f.StringVar(&name, "name", "", "projection name (workers with the same name share its shards)")
 	f.StringVar(&handler, "handler", "", "handler module (.wasm, projhost ABI v1)")
 	f.BoolVar(&cfg.UntilCaughtUp, "until-caught-up", false, "exit 0 once every shard's cursor reaches the journal's end")
-	f.IntVar(&cfg.BatchSize, "batch-size", 500, "max events per handler call")
-	f.DurationVar(&cfg.BatchWait, "batch-wait", 200*time.Millisecond, "max wait for a batch to fill")
-	f.IntVar(&cfg.CursorEveryEvents, "cursor-every-events", 2000, "save the cursor after this many events")
-	f.DurationVar(&cfg.CursorEvery, "cursor-every", time.Second, "save the cursor at least this often while events flow")
+	f.IntVar(&cfg.BatchSize, "batch-size", container.DefaultBatchSize, "max events per handler call")
+	f.DurationVar(&cfg.BatchWait, "batch-wait", container.DefaultBatchWait, "max wait for a batch to fill")
+	f.IntVar(&cfg.CursorEveryEvents, "cursor-every-events", projection.DefaultCursorEveryEvents, "save the cursor after this many events")
+	f.DurationVar(&cfg.CursorEvery, "cursor-every", projection.DefaultCursorEvery, "save the cursor at least this often while events flow")
+	f.StringVar(&onError, "on-error", string(projection.DefaultOnError), "what to do with an event the handler keeps failing on: retry (for ever), dead-letter (store it, go on) or stop (stop the shard until `projhost resume`)")
+	f.IntVar(&cfg.Policy.MaxAttempts, "max-attempts", projection.DefaultMaxAttempts, "handler calls of a failing batch before --on-error dead-letter or stop acts")
 	f.DurationVar(&cfg.LeaseDuration, "lease-duration", shardmap.DefaultLeaseDuration, "lease duration: a worker silent this long loses its shards (renewed every third of it)")
 	f.StringVar(&workerID, "worker-id", "", "unique worker id (default HOSTNAME-PID)")
 	f.BoolVar(&trusted, "trusted", false, "trust the handler: no per-batch deadline (faster; a runaway loop then hangs the shard)")
@@ -119,7 +130,7 @@ save cursors, release leases and exit 0.`,
 }
 
 // progress prints events/s and lag once a second on a terminal.
-func progress(ctx context.Context, w io.Writer, r *host.Runner, hd host.Header, st *stores, name string, done chan struct{}) {
+func progress(ctx context.Context, w io.Writer, r *container.Runner, hd source.Header, st *stores, name string, done chan struct{}) {
 	defer close(done)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -143,25 +154,6 @@ func progress(ctx context.Context, w io.Writer, r *host.Runner, hd host.Header, 
 			fmt.Fprintf(w, "\r\033[K%d shards  %d events  %.0f events/s  lag %d events", len(r.Owned()), s.Events, rate, lag)
 		}
 	}
-}
-
-// checkRunFlags rejects values that cannot work.
-func checkRunFlags(c *host.RunnerConfig, deadline time.Duration) error {
-	switch {
-	case c.BatchSize < 1:
-		return fmt.Errorf("--batch-size must be at least 1")
-	case c.BatchWait <= 0:
-		return fmt.Errorf("--batch-wait must be positive")
-	case c.CursorEveryEvents < 1:
-		return fmt.Errorf("--cursor-every-events must be at least 1")
-	case c.CursorEvery <= 0:
-		return fmt.Errorf("--cursor-every must be positive")
-	case c.LeaseDuration < time.Second:
-		return fmt.Errorf("--lease-duration must be at least 1s (renewals happen every third of it)")
-	case deadline < 0 || deadline > 0 && deadline < time.Millisecond:
-		return fmt.Errorf("--batch-deadline must be at least 1ms")
-	}
-	return nil
 }
 
 // gracefulContext is cancelled by the first SIGINT/SIGTERM (graceful stop: finish the batch,

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/deadletter"
 	"github.com/projhost/projhost/source"
 )
 
@@ -29,6 +29,11 @@ type shardStatus struct {
 	Head       string `json:"head"`
 	LagEvents  int64  `json:"lag_events"` // -1 when the cursor is beyond the head (see Problem)
 	Problem    string `json:"problem,omitempty"`
+	// Stopped is why the stop error policy stopped the shard ("" = not stopped); State is then
+	// "STOPPED" until `projhost resume`.
+	Stopped string `json:"stopped,omitempty"`
+	// DeadLetters counts the shard's dead letters not replayed or dropped yet.
+	DeadLetters int `json:"dead_letters"`
 }
 
 func init() {
@@ -77,6 +82,16 @@ func init() {
 				for i, l := range leases {
 					byShard[l.ShardID] = i
 				}
+				letters, err := st.DeadLetters.List(ctx, p, deadletter.Filter{})
+				if err != nil {
+					return err
+				}
+				open := map[string]int{}
+				for _, l := range letters {
+					if l.State == deadletter.StateFailed || l.State == deadletter.StateReplayRequested {
+						open[l.ShardID]++
+					}
+				}
 				for _, sh := range shards {
 					row := shardStatus{Projection: p, Shard: sh.ID}
 					if i, ok := byShard[sh.ID]; ok {
@@ -86,7 +101,10 @@ func init() {
 					if err != nil {
 						return err
 					}
-					row.Cursor = c.Seq
+					row.Cursor, row.DeadLetters = c.Seq, open[sh.ID]
+					if c.Stopped != "" {
+						row.State, row.Stopped = "STOPPED", c.Stopped
+					}
 					if row.Head, err = j.Head(ctx, sh.ID); err != nil {
 						return err
 					}
@@ -112,7 +130,7 @@ func init() {
 				return nil
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PROJECTION\tSHARD\tOWNER\tSTATE\tEPOCH\tCURSOR\tHEAD\tLAG (events)")
+			fmt.Fprintln(tw, "PROJECTION\tSHARD\tOWNER\tSTATE\tEPOCH\tCURSOR\tHEAD\tDEAD LETTERS\tLAG (events)")
 			var total int64
 			for _, r := range rows {
 				owner := r.Owner
@@ -125,10 +143,18 @@ func init() {
 				} else {
 					total += r.LagEvents
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Projection, r.Shard, owner, orDash(r.State), r.Epoch, orDash(r.Cursor), orDash(r.Head), lag)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", r.Projection, r.Shard, owner, orDash(r.State), r.Epoch, orDash(r.Cursor), orDash(r.Head), r.DeadLetters, lag)
 			}
-			fmt.Fprintf(tw, "\t\t\t\t\t\ttotal\t%d\n", total)
-			return tw.Flush()
+			fmt.Fprintf(tw, "\t\t\t\t\t\t\ttotal\t%d\n", total)
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, r := range rows {
+				if r.Stopped != "" {
+					fmt.Fprintf(cmd.OutOrStdout(), "STOPPED %s shard %s: %s\n  resume with: projhost resume --name %s --shard %s\n", r.Projection, r.Shard, r.Stopped, r.Projection, r.Shard)
+				}
+			}
+			return nil
 		},
 	}
 	sf.register(cmd)
@@ -169,7 +195,7 @@ func orZero(s string) string {
 }
 
 // shardLag is the lag in events of one shard of projection name.
-func shardLag(ctx context.Context, hd host.Header, st *stores, name, shard string) (int64, error) {
+func shardLag(ctx context.Context, hd source.Header, st *stores, name, shard string) (int64, error) {
 	head, err := hd.Head(ctx, shard)
 	if err != nil {
 		return 0, err

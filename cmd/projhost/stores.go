@@ -8,12 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/projhost/projhost/cursorstore"
 	"github.com/projhost/projhost/internal/dynamotables"
-	"github.com/projhost/projhost/local"
-	"github.com/projhost/projhost/readmodel"
-	"github.com/projhost/projhost/shardmap"
 	"github.com/projhost/projhost/source/journal"
+	"github.com/projhost/projhost/store"
+	"github.com/projhost/projhost/store/dynamo"
+	"github.com/projhost/projhost/store/sqlite"
 )
 
 // storeFlags are the flags that choose where leases, cursors and read models live.
@@ -35,46 +34,48 @@ func (f *storeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.region, "region", "", "AWS region (default: from the AWS config; us-east-1 with a local endpoint)")
 }
 
-// stores are the three stores a worker uses.
-type stores struct {
-	Leases    shardmap.LeaseStore
-	Cursors   cursorstore.Store
-	ReadModel readmodel.Store
-	close     func() error
-}
+// stores are what a worker uses (store.Stores with a Close that tolerates nil).
+type stores struct{ *store.Stores }
 
 func (s *stores) Close() error {
-	if s.close == nil {
+	if s.Stores == nil || s.Stores.Close == nil {
 		return nil
 	}
-	return s.close()
+	return s.Stores.Close()
 }
 
 func (f *storeFlags) open(ctx context.Context) (*stores, error) {
 	switch f.store {
 	case "sqlite", "embedded", "":
-		if err := os.MkdirAll(f.data, 0o755); err != nil {
-			return nil, fmt.Errorf("creating data directory: %w", err)
-		}
-		st, err := local.Open(f.data)
+		st, err := sqlite.Open(f.data)
 		if err != nil {
-			return nil, fmt.Errorf("opening the embedded store in %s: %w", f.data, err)
+			return nil, err
 		}
-		return &stores{Leases: st.Leases(), Cursors: st.Cursors(), ReadModel: st.ReadModels(), close: st.Close}, nil
+		return &stores{st}, nil
 	case "dynamodb":
-		return openDynamo(ctx, f)
+		st, err := dynamo.Open(ctx, f.dynamoConfig())
+		if err != nil {
+			return nil, err
+		}
+		return &stores{st}, nil
 	default:
 		return nil, fmt.Errorf("unknown --store %q: use sqlite or dynamodb", f.store)
 	}
+}
+
+func (f *storeFlags) dynamoConfig() dynamo.Config {
+	return dynamo.Config{Endpoint: f.endpoint, Region: f.region, Prefix: f.prefix}
 }
 
 // openExisting is open for commands that only read (query, status): with the embedded store it
 // refuses to create a new, empty store where none is.
 func (f *storeFlags) openExisting(ctx context.Context) (*stores, error) {
 	if f.store == "sqlite" || f.store == "embedded" || f.store == "" {
-		if _, err := os.Stat(filepath.Join(f.data, local.FileName)); err != nil {
-			return nil, fmt.Errorf("no embedded store in %s: run a projection there first (projhost run --data %s ...)", f.data, f.data)
+		st, err := sqlite.OpenExisting(f.data)
+		if err != nil {
+			return nil, err
 		}
+		return &stores{st}, nil
 	}
 	return f.open(ctx)
 }

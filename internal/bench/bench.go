@@ -1,7 +1,7 @@
 // Package bench measures projhost's figures for `projhost bench`: handler throughput through
 // host.Module/Handler against an in-memory read model (by batch size, with and without the batch
 // deadline), module compile, instantiate and memory costs, the native (non-WebAssembly) baseline
-// of a Go handler through guest.Native, and end-to-end journal append and host.Runner projection
+// of a Go handler through guest.Native, and end-to-end journal append and container.Runner projection
 // rates on a fresh local journal and embedded store.
 //
 // Throughputs are wall-clock events per second of one goroutine (one core), measured over
@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/projhost/projhost/container"
 	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/source"
 )

@@ -9,11 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/projhost/projhost/container"
 	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/internal/eventfile"
-	"github.com/projhost/projhost/local"
+	"github.com/projhost/projhost/projection"
 	"github.com/projhost/projhost/shardmap"
 	"github.com/projhost/projhost/source/journal"
+	"github.com/projhost/projhost/store/sqlite"
 )
 
 // ErrIncomplete is wrapped by the error of MeasureE2E when the runner stopped without handling
@@ -30,8 +32,8 @@ type E2EOptions struct {
 	Repeat     int    // append the file's events this many times; default 1
 	Limit      int64  // append at most this many events (0: all of them, Repeat times)
 	Shards     []int  // journal shard counts, one run each; default DefaultShardCounts
-	BatchSize  int    // host.RunnerConfig.BatchSize; default 500 (the runner's default)
-	// LeaseDuration is host.RunnerConfig.LeaseDuration; default 0: the runner's (shardmap.DefaultLeaseDuration).
+	BatchSize  int    // container.Config.BatchSize; default 500 (the runner's default)
+	// LeaseDuration is container.Config.LeaseDuration; default 0: the runner's (shardmap.DefaultLeaseDuration).
 	LeaseDuration time.Duration
 	// TempDir is where each run's journal and store directory is created (and removed); default
 	// os.TempDir().
@@ -49,11 +51,11 @@ type E2EResult struct {
 	// AppendTime is the time spent in journal.Append calls of journal.TxEvents events each
 	// (file reading and JSON scanning excluded).
 	AppendTime time.Duration
-	// ProjectTime is the wall time of host.Runner.Run with UntilCaughtUp, from start (lease
+	// ProjectTime is the wall time of container.Runner.Run with UntilCaughtUp, from start (lease
 	// creation and acquisition included) until every shard's cursor is at its head (the
 	// runner checks every 250 ms, so up to that much is idle time).
 	ProjectTime time.Duration
-	Stats       host.Stats // the runner's counters at the end
+	Stats       container.Stats // the runner's counters at the end
 	// LeaseCreates, LeaseUpdates and LeaseLists count the runner's calls to the lease store
 	// (updates are acquisitions, renewals and releases); LeaseConflicts counts the updates that
 	// failed with shardmap.ErrConflict (the lease had changed: lost after a late renewal).
@@ -90,7 +92,7 @@ func rate(n int64, d time.Duration) float64 {
 
 // MeasureE2E runs, for each shard count, the whole local pipeline on fresh state: it creates a
 // journal with that many shards in a new temporary directory, appends the events of
-// opts.EventsPath (opts.Repeat times) and projects them with one in-process host.Runner (one
+// opts.EventsPath (opts.Repeat times) and projects them with one in-process container.Runner (one
 // worker, embedded SQLite store in the same directory, lease store wrapped to count its calls)
 // until caught up. onResult, when not nil, is called after each run (to print progressively).
 //
@@ -164,18 +166,20 @@ func e2eRun(ctx context.Context, opts E2EOptions, mod *host.Module, shards int) 
 		return res, err
 	}
 
-	st, err := local.Open(dir)
+	st, err := sqlite.Open(dir)
 	if err != nil {
 		return res, err
 	}
 	defer st.Close()
-	leases := &countingLeases{LeaseStore: st.Leases()}
+	leases := &countingLeases{LeaseStore: st.Leases}
+	counted := *st
+	counted.Leases = leases
 	warns := newWarnCounter(opts.Logger.Handler())
-	r, err := host.NewRunner(host.RunnerConfig{
-		Projection: "bench", WorkerID: "bench-worker",
-		Source: j, Leases: leases, Cursors: st.Cursors(), ReadModel: st.ReadModels(), Module: mod,
+	r, err := container.New(container.Config{
+		Config: projection.Config{Projection: "bench", Stores: &counted, Modules: projection.Fixed(mod),
+			Logger: slog.New(warns)},
+		WorkerID: "bench-worker", Source: j,
 		BatchSize: opts.BatchSize, LeaseDuration: opts.LeaseDuration, UntilCaughtUp: true,
-		Logger: slog.New(warns),
 	})
 	if err != nil {
 		return res, err

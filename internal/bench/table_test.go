@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/projhost/projhost/container"
 	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/source"
 )
@@ -210,10 +211,10 @@ func TestWriteComparison(t *testing.T) {
 func TestWriteE2E(t *testing.T) {
 	res := []E2EResult{
 		{Shards: 4, Events: 100000, AppendTime: 1250 * time.Millisecond, ProjectTime: 8 * time.Second,
-			Stats:        host.Stats{Events: 100000, Batches: 202, CursorSaves: 53},
+			Stats:        container.Stats{Events: 100000, Batches: 202, CursorSaves: 53},
 			LeaseCreates: 4, LeaseUpdates: 16, LeaseLists: 9},
 		{Shards: 100, Events: 100000, AppendTime: 2 * time.Second, ProjectTime: 10 * time.Second,
-			Stats:        host.Stats{Events: 162392, Batches: 254, CursorSaves: 122},
+			Stats:        container.Stats{Events: 162392, Batches: 254, CursorSaves: 122},
 			LeaseCreates: 100, LeaseUpdates: 400, LeaseConflicts: 3,
 			Warnings: []Warning{{"lease not renewed in time: stopping shard without saving", 57}, {"shardmap: lease lost: renewal completed after the lease duration", 3}}},
 	}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/projhost/projhost/deadletter"
+)
+
+// letterJSON is a dead letter as `deadletters list|show --json` print it.
+type letterJSON struct {
+	Projection   string          `json:"projection"`
+	Shard        string          `json:"shard"`
+	Seq          string          `json:"seq"`
+	PartitionKey string          `json:"partition_key"`
+	ArrivalMs    int64           `json:"arrival_ms"`
+	State        string          `json:"state"`
+	ErrorKind    string          `json:"error_kind"`
+	Error        string          `json:"error"`
+	Attempts     int             `json:"attempts"`
+	FirstFailure time.Time       `json:"first_failure"`
+	LastFailure  time.Time       `json:"last_failure"`
+	ReplayedSeq  string          `json:"replayed_seq,omitempty"`
+	Data         json.RawMessage `json:"data,omitempty"`        // the event when it is JSON
+	DataBase64   string          `json:"data_base64,omitempty"` // otherwise
+}
+
+func toJSON(l deadletter.Letter, withData bool) letterJSON {
+	j := letterJSON{Projection: l.Projection, Shard: l.ShardID, Seq: l.Seq, PartitionKey: l.PartitionKey,
+		ArrivalMs: l.ArrivalMs, State: string(l.State), ErrorKind: l.ErrorKind, Error: l.Error, Attempts: l.Attempts,
+		FirstFailure: l.FirstFailure.UTC(), LastFailure: l.LastFailure.UTC(), ReplayedSeq: l.ReplayedSeq}
+	if withData {
+		if json.Valid(l.Data) {
+			j.Data = l.Data
+		} else {
+			j.DataBase64 = base64.StdEncoding.EncodeToString(l.Data)
+		}
+	}
+	return j
+}
+
+func init() {
+	dc := &cobra.Command{
+		Use:   "deadletters",
+		Short: "Inspect, replay or drop the events a handler failed on (run --on-error dead-letter)",
+		Long: `Dead letters are the events a projection's handler kept failing on under --on-error dead-letter:
+the full event, the error and its state (failed, replay_requested, replayed, dropped). After fixing
+the handler (and restarting the workers with it), "replay" asks the shards' owners to re-handle the
+events; each replay is committed with the shard's cursor, exactly once. With no worker running, the
+next "projhost run" applies them (run --until-caught-up waits for them).`,
+	}
+	var sf storeFlags
+	var name, shard, seq, state string
+	var asJSON, all bool
+	addFlags := func(c *cobra.Command, withSeq bool) {
+		sf.register(c)
+		c.Flags().StringVar(&name, "name", "", "projection name (required)")
+		c.Flags().StringVar(&shard, "shard", "", "only this shard")
+		if withSeq {
+			c.Flags().StringVar(&seq, "seq", "", "only the dead letter of this sequence number (needs --shard)")
+		}
+	}
+	needName := func() error {
+		if name == "" {
+			return fmt.Errorf("--name is required")
+		}
+		if seq != "" && shard == "" {
+			return fmt.Errorf("--seq needs --shard")
+		}
+		return nil
+	}
+
+	list := &cobra.Command{
+		Use: "list", Short: "List dead letters (newest state first per shard and sequence number)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := needName(); err != nil {
+				return err
+			}
+			st0 := deadletter.State(state)
+			if state != "" && !st0.Valid() {
+				return fmt.Errorf("--state %q: use failed, replay_requested, replayed or dropped", state)
+			}
+			st, err := sf.openExisting(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			ls, err := st.DeadLetters.List(cmd.Context(), name, deadletter.Filter{ShardID: shard, State: st0})
+			if err != nil {
+				return err
+			}
+			return printLetters(cmd, ls, asJSON)
+		},
+	}
+	addFlags(list, false)
+	list.Flags().StringVar(&state, "state", "", "only letters in this state: failed, replay_requested, replayed or dropped")
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON lines (with the event data)")
+
+	show := &cobra.Command{
+		Use: "show", Short: "Show one dead letter with its event data (JSON)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name == "" || shard == "" || seq == "" {
+				return fmt.Errorf("--name, --shard and --seq are required")
+			}
+			st, err := sf.openExisting(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			l, err := st.DeadLetters.Get(cmd.Context(), name, shard, seq)
+			if err != nil {
+				return fmt.Errorf("dead letter %s/%s/%s: %w", name, shard, seq, err)
+			}
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(toJSON(l, true))
+		},
+	}
+	addFlags(show, true)
+
+	transition := func(use, short string, from []deadletter.State, to deadletter.State, done string) *cobra.Command {
+		c := &cobra.Command{
+			Use: use, Short: short, Args: cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				if err := needName(); err != nil {
+					return err
+				}
+				if to == deadletter.StateDropped && seq == "" && !all {
+					return fmt.Errorf("drop needs --shard and --seq, or --all to drop every open dead letter of the selection")
+				}
+				st, err := sf.openExisting(cmd.Context())
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				ls, err := st.DeadLetters.List(cmd.Context(), name, deadletter.Filter{ShardID: shard})
+				if err != nil {
+					return err
+				}
+				n := 0
+				for _, l := range ls {
+					if seq != "" && l.Seq != seq || !inStates(l.State, from) {
+						continue
+					}
+					err := st.DeadLetters.Transition(cmd.Context(), name, l.ShardID, l.Seq, from, to, "")
+					if err != nil {
+						return fmt.Errorf("dead letter %s seq %s: %w", l.ShardID, l.Seq, err)
+					}
+					n++
+				}
+				if seq != "" && n == 0 {
+					return fmt.Errorf("no dead letter of %s shard %s seq %s in state %s", name, shard, seq, statesText(from))
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%d dead letter(s) %s\n", n, done)
+				return nil
+			},
+		}
+		addFlags(c, true)
+		return c
+	}
+	replay := transition("replay", "Ask the shards' owners to re-handle failed dead letters with the handler they run now",
+		[]deadletter.State{deadletter.StateFailed}, deadletter.StateReplayRequested,
+		"to replay: the shards' owners apply them (with no worker running, the next `projhost run` does)")
+	drop := transition("drop", "Give dead letters up (state dropped; they stay listed)",
+		[]deadletter.State{deadletter.StateFailed, deadletter.StateReplayRequested}, deadletter.StateDropped, "dropped")
+	drop.Flags().BoolVar(&all, "all", false, "drop every open dead letter of --name (and --shard)")
+	dc.AddCommand(list, show, replay, drop)
+	rootCmd.AddCommand(dc)
+}
+
+func inStates(s deadletter.State, in []deadletter.State) bool {
+	for _, x := range in {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+func statesText(ss []deadletter.State) string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, string(s))
+	}
+	return strings.Join(out, " or ")
+}
+
+func printLetters(cmd *cobra.Command, ls []deadletter.Letter, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		for _, l := range ls {
+			if err := enc.Encode(toJSON(l, true)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(ls) == 0 {
+		fmt.Fprintln(cmd.OutOrStdout(), "no dead letters")
+		return nil
+	}
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHARD\tSEQ\tSTATE\tKIND\tATTEMPTS\tLAST FAILURE\tPARTITION KEY\tERROR")
+	for _, l := range ls {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.ShardID, l.Seq, l.State, l.ErrorKind, l.Attempts,
+			l.LastFailure.UTC().Format(time.RFC3339), l.PartitionKey, clip(l.Error, 100))
+	}
+	return tw.Flush()
+}
+
+// clip shortens s to at most n runes for a table cell.
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}

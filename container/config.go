@@ -1,0 +1,100 @@
+// Package container is projhost's container mode: one long-lived worker process of a
+// projection among any number sharing the same stores. A Runner holds shard leases through a
+// shardmap.Manager, pulls each owned shard's events from a source.Source, and feeds them to the
+// per-shard core (projection.Processor), which handles, applies the error policy and commits.
+// It keeps the shard set live (new and split shards get leases; a child starts after every
+// parent is finished) and dispatches dead-letter replays to the shards' owners.
+package container
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/projhost/projhost/projection"
+	"github.com/projhost/projhost/shardmap"
+	"github.com/projhost/projhost/source"
+)
+
+// Defaults of Config.
+const (
+	DefaultBatchSize    = 500
+	DefaultBatchWait    = 200 * time.Millisecond
+	DefaultShardSync    = 10 * time.Second
+	DefaultControlCheck = time.Second
+)
+
+// Config configures a Runner. Zero values take the documented defaults; Validate is the one
+// place values are accepted or rejected (the CLI calls it).
+type Config struct {
+	// Projection configures the per-shard core (projection name, stores, module, error
+	// policy, hooks, cursor batching, retry backoff).
+	projection.Config
+
+	WorkerID string        // required: unique per worker process
+	Source   source.Source // required
+
+	BatchSize         int           // max events per read and handler call; default 500
+	BatchWait         time.Duration // max wait for a batch to fill; default 200ms
+	LeaseDuration     time.Duration // default shardmap.DefaultLeaseDuration (6s); at least 1s
+	MaxStealsPerRound int           // default 1; stealing cannot be turned off here
+	// ShardSync is how often the shard list is read again (new shards get leases; ended ones
+	// are finished by their owners); also right after a shard ends. Default 10s.
+	ShardSync time.Duration
+	// ControlCheck is how often requested dead-letter replays and resumes of stopped shards
+	// are looked for. Default 1s.
+	ControlCheck time.Duration
+
+	// UntilCaughtUp makes Run return once every shard's cursor has reached the source's head
+	// and no dead-letter replay is pending (requires a source.Header). A stopped shard makes Run
+	// return an error wrapping ErrShardStopped instead of waiting.
+	UntilCaughtUp bool
+}
+
+// ErrConfig is wrapped by errors about a bad Config (projection.ErrConfig too for the core's).
+var ErrConfig = errors.New("container: bad runner configuration")
+
+// Validate checks c and fills in the defaults.
+func (c *Config) Validate() error {
+	switch {
+	case c.WorkerID == "":
+		return fmt.Errorf("%w: worker id is required", ErrConfig)
+	case c.Source == nil:
+		return fmt.Errorf("%w: a source is required", ErrConfig)
+	case c.BatchSize < 0:
+		return fmt.Errorf("%w: batch size must be at least 1", ErrConfig)
+	case c.BatchWait < 0:
+		return fmt.Errorf("%w: batch wait must be positive", ErrConfig)
+	case c.LeaseDuration != 0 && c.LeaseDuration < time.Second:
+		return fmt.Errorf("%w: lease duration must be at least 1s (renewals happen every third of it)", ErrConfig)
+	case c.MaxStealsPerRound < 0 || c.ShardSync < 0 || c.ControlCheck < 0:
+		return fmt.Errorf("%w: steals per round, shard sync and control check must be positive", ErrConfig)
+	}
+	if err := c.Config.Validate(); err != nil {
+		return err
+	}
+	if c.UntilCaughtUp {
+		if _, ok := c.Source.(source.Header); !ok {
+			return fmt.Errorf("%w: until-caught-up needs a source that reports its head (the local journal)", ErrConfig)
+		}
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.BatchWait == 0 {
+		c.BatchWait = DefaultBatchWait
+	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = shardmap.DefaultLeaseDuration
+	}
+	if c.MaxStealsPerRound == 0 {
+		c.MaxStealsPerRound = shardmap.DefaultMaxStealsPerRound
+	}
+	if c.ShardSync == 0 {
+		c.ShardSync = DefaultShardSync
+	}
+	if c.ControlCheck == 0 {
+		c.ControlCheck = DefaultControlCheck
+	}
+	return nil
+}

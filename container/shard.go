@@ -1,0 +1,189 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/projhost/projhost/projection"
+	"github.com/projhost/projhost/shardmap"
+	"github.com/projhost/projhost/source"
+)
+
+// ending is how a shard loop ended.
+type ending int
+
+const (
+	endLost     ending = iota // lease lost or shutdown without saving: nothing more is written
+	endRelease                // hand-over: commit, then release the lease
+	endFinished               // closed shard read to its end: commit, then finish the lease
+)
+
+// runShard processes one acquisition of a shard: open it in the core, pull and handle batches
+// until the lease is lost, a release is asked for or the shard ends, then close it out.
+func (r *Runner) runShard(ctx context.Context, s *shardRun) {
+	log := r.log.With("shard", s.id, "epoch", s.epoch)
+	sh, err := r.proc.Open(ctx, s.id, s.epoch, projection.ShardOptions{Guard: r.guard(s.id), Interrupt: s.release})
+	if err != nil {
+		// Usually a benign race: another worker took the shard (a steal while starting up).
+		lvl := slog.LevelWarn
+		if errors.Is(err, projection.ErrLost) {
+			lvl = slog.LevelInfo
+		}
+		log.Log(ctx, lvl, "cannot open the shard: giving it up", "err", err)
+		r.giveUp(s)
+		return
+	}
+	defer sh.Close(ctx)
+	log.Info("shard started", "cursor", sh.Committed(), "stopped", sh.Stopped())
+	end := r.pull(ctx, s, sh, log)
+	if end == endLost {
+		return
+	}
+	if err := sh.Flush(ctx); err != nil {
+		log.Warn("stopping shard without saving", "err", err)
+		return
+	}
+	what, ev := r.mgr.Release, projection.LeaseReleased
+	if end == endFinished {
+		what, ev = r.mgr.Finish, projection.LeaseFinished
+		select { // the children may start now: look for them without waiting for the next sync
+		case r.resync <- struct{}{}:
+		default:
+		}
+	}
+	if err := what(context.WithoutCancel(ctx), s.id); err != nil && !errors.Is(err, shardmap.ErrNotOwned) {
+		log.Warn("handing the lease over", "err", err, "how", ev)
+		return
+	}
+	r.lease(s.id, s.epoch, ev, "")
+	log.Info("shard "+string(ev), "cursor", sh.Committed())
+}
+
+// pull is the shard's read loop.
+func (r *Runner) pull(ctx context.Context, s *shardRun, sh *projection.Shard, log *slog.Logger) ending {
+	var rd source.ShardReader
+	defer func() {
+		if rd != nil {
+			rd.Close()
+		}
+	}()
+	for {
+		if end, stop := r.checkStop(ctx, s); stop {
+			return end
+		}
+		if sh.Stopped() != "" {
+			if rd != nil {
+				rd.Close()
+				rd = nil
+			}
+			if end, stop := r.waitResumed(ctx, s, sh); stop {
+				return end
+			}
+			continue
+		}
+		if ls := s.takeReplays(); len(ls) > 0 {
+			if err := sh.Replay(ctx, ls); err != nil {
+				return r.ended(ctx, err, log)
+			}
+		}
+		if rd == nil {
+			var err error
+			if rd, err = r.cfg.Source.Open(ctx, s.id, sh.Position()); err != nil {
+				log.Error("cannot open the shard's reader: retrying", "err", err, "after", sh.Position())
+				if !sleepCtx(ctx, r.cfg.RetryMin) {
+					return endLost
+				}
+				continue
+			}
+		}
+		b, err := rd.Read(ctx, r.cfg.BatchSize, r.cfg.BatchWait)
+		if errors.Is(err, source.ErrShardEnded) {
+			return endFinished
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return endLost
+			}
+			log.Warn("reading shard failed: retrying", "err", err)
+			if !sleepCtx(ctx, r.cfg.RetryMin) {
+				return endLost
+			}
+			continue
+		}
+		r.reportLag(sh, b)
+		if err := sh.Handle(ctx, b.Events); err != nil && !errors.Is(err, projection.ErrStopped) {
+			return r.ended(ctx, err, log)
+		}
+	}
+}
+
+// checkStop reports whether the loop must end before the next batch.
+func (r *Runner) checkStop(ctx context.Context, s *shardRun) (ending, bool) {
+	select {
+	case <-ctx.Done():
+		return endLost, true
+	case <-s.release:
+		return endRelease, true
+	default:
+	}
+	if _, ok := r.mgr.Valid(s.id); !ok {
+		r.log.Warn("lease not renewed in time: stopping shard without saving", "shard", s.id)
+		return endLost, true
+	}
+	return 0, false
+}
+
+// waitResumed idles a stopped shard (keeping its lease) until it is resumed.
+func (r *Runner) waitResumed(ctx context.Context, s *shardRun, sh *projection.Shard) (ending, bool) {
+	for {
+		ok, err := sh.CheckResumed(ctx)
+		if err == nil && ok {
+			return 0, false
+		}
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("reading a stopped shard's cursor failed", "shard", s.id, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return endLost, true
+		case <-s.release:
+			return endRelease, true
+		case <-time.After(r.cfg.ControlCheck):
+		}
+		if end, stop := r.checkStop(ctx, s); stop {
+			return end, true
+		}
+	}
+}
+
+// ended maps a core error to how the loop ends.
+func (r *Runner) ended(ctx context.Context, err error, log *slog.Logger) ending {
+	switch {
+	case errors.Is(err, projection.ErrInterrupted):
+		return endRelease
+	case errors.Is(err, projection.ErrLost):
+		log.Warn("stopping shard without saving", "err", err)
+	case ctx.Err() == nil:
+		log.Warn("stopping shard without saving", "err", err)
+	}
+	return endLost
+}
+
+func (r *Runner) reportLag(sh *projection.Shard, b source.Batch) {
+	if h := r.cfg.Hooks.Lag; h != nil {
+		h(projection.LagInfo{ShardInfo: sh.Info(), EventsBehind: b.EventsBehind, MillisBehind: b.MillisBehind})
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,100 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/projhost/projhost/deadletter"
+	"github.com/projhost/projhost/event"
+	"github.com/projhost/projhost/shardmap"
+	"github.com/projhost/projhost/source"
+)
+
+// ErrCursorBeyondHead is returned by Run with UntilCaughtUp when a shard's cursor is past the
+// source's last event: the journal was replaced or truncated under the projection. Reset the
+// projection (a new --name or a fresh store) to project the new journal.
+var ErrCursorBeyondHead = errors.New("container: a cursor is beyond the end of its shard (was the journal replaced?)")
+
+// ErrShardStopped is returned by Run with UntilCaughtUp when a shard is stopped by the stop
+// error policy: it would never catch up. The message names the shard and the reason; fix the
+// handler or the event, then `projhost resume`.
+var ErrShardStopped = errors.New("container: a shard is stopped by the stop error policy")
+
+// watchCaughtUp cancels stop once every shard is caught up and no replay is pending. It returns
+// an error (after cancelling stop) when a shard can never catch up.
+func (r *Runner) watchCaughtUp(ctx context.Context, stop context.CancelFunc) error {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		done, err := r.caughtUp(ctx)
+		if err != nil {
+			stop()
+			return err
+		}
+		if done {
+			r.log.Info("every shard caught up: stopping")
+			stop()
+			return nil
+		}
+	}
+}
+
+// caughtUp reports whether every unfinished shard's cursor is at its head and no dead-letter
+// replay is pending. Store errors count as "not yet".
+func (r *Runner) caughtUp(ctx context.Context) (bool, error) {
+	shards, err := r.cfg.Source.Shards(ctx)
+	if err != nil {
+		return false, nil
+	}
+	leases, err := r.cfg.Stores.Leases.List(ctx, r.cfg.Projection)
+	if err != nil {
+		return false, nil
+	}
+	finished := map[string]bool{}
+	for _, l := range leases {
+		finished[l.ShardID] = l.State == shardmap.StateFinished
+	}
+	hd := r.cfg.Source.(source.Header)
+	done := true
+	for _, sh := range shards {
+		if finished[sh.ID] {
+			continue
+		}
+		c, err := r.cfg.Stores.Cursors.Get(ctx, r.cfg.Projection, sh.ID)
+		if err != nil {
+			return false, nil
+		}
+		if c.Stopped != "" {
+			return false, fmt.Errorf("%w: shard %s: %s (fix it, then `projhost resume --name %s --shard %s`)",
+				ErrShardStopped, sh.ID, c.Stopped, r.cfg.Projection, sh.ID)
+		}
+		head, err := hd.Head(ctx, sh.ID)
+		if err != nil {
+			return false, nil
+		}
+		if cmp := event.CompareSeq(c.Seq, head); cmp > 0 {
+			return false, fmt.Errorf("%w: shard %s cursor %s, last event %s", ErrCursorBeyondHead, sh.ID, c.Seq, orNone(head))
+		} else if cmp < 0 || sh.Closed {
+			done = false // a closed shard is caught up once its owner finished it
+		}
+	}
+	if !done {
+		return false, nil
+	}
+	ls, err := r.cfg.Stores.DeadLetters.List(ctx, r.cfg.Projection, deadletter.Filter{State: deadletter.StateReplayRequested})
+	return err == nil && len(ls) == 0, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}

@@ -1,0 +1,93 @@
+package projection
+
+import (
+	"time"
+
+	"github.com/projhost/projhost/deadletter"
+)
+
+// Hooks are callbacks for observers (metrics, tests, status). Every hook is optional. Hooks of
+// one shard are called from the goroutine processing it, one at a time; hooks of different
+// shards run concurrently, so an implementation shared by shards must be safe for concurrent
+// use. A hook must return quickly: it runs on the shard's processing path.
+type Hooks struct {
+	// Batch: the handler processed a batch (successfully). Retried batches count once.
+	Batch func(BatchInfo)
+	// Flush: mutations and the cursor were committed (a cursor save).
+	Flush func(FlushInfo)
+	// HandlerError: one failed handler call (every attempt, bisection probes included).
+	HandlerError func(HandlerErrorInfo)
+	// DeadLettered: an event was stored as a dead letter and the shard went on past it.
+	DeadLettered func(deadletter.Letter)
+	// Replayed: a dead letter's replay was committed (Err nil) or failed again (Err set; the
+	// letter is back in state failed).
+	Replayed func(l deadletter.Letter, err error)
+	// Stopped: the Stop policy stopped a shard (Reason as stored on its cursor).
+	Stopped func(ShardInfo, string)
+	// Lag: after every read of a batch, how far the shard's reader is behind the tip.
+	Lag func(LagInfo)
+	// Lease: a container-mode lease event (acquired, lost, released, finished).
+	Lease func(LeaseInfo)
+}
+
+// ShardInfo identifies a shard being processed.
+type ShardInfo struct {
+	Projection string
+	ShardID    string
+	Epoch      int64
+}
+
+// BatchInfo describes a handled batch.
+type BatchInfo struct {
+	ShardInfo
+	Events    int
+	Mutations int
+	FirstSeq  string
+	LastSeq   string
+	Duration  time.Duration // the handler call(s), retries excluded
+}
+
+// FlushInfo describes a commit.
+type FlushInfo struct {
+	ShardInfo
+	Seq       string // the cursor saved
+	Events    int    // events since the previous flush
+	Mutations int    // mutations committed (last write per key)
+	Replay    string // the dead letter's sequence number for a replay commit, else ""
+}
+
+// HandlerErrorInfo describes one failed handler call.
+type HandlerErrorInfo struct {
+	ShardInfo
+	Kind     string // ErrorKind: fail, trap, exit, deadline, bad_output, malformed_event
+	Err      error
+	Attempt  int // 1-based attempt on this batch
+	FirstSeq string
+	LastSeq  string
+}
+
+// LagInfo is a shard's lag.
+type LagInfo struct {
+	ShardInfo
+	EventsBehind int64 // -1 unknown
+	MillisBehind int64 // -1 unknown
+}
+
+// LeaseEvent is what happened to a lease.
+type LeaseEvent string
+
+// Lease events.
+const (
+	LeaseAcquired LeaseEvent = "acquired"
+	LeaseLost     LeaseEvent = "lost"
+	LeaseReleased LeaseEvent = "released"
+	LeaseFinished LeaseEvent = "finished"
+)
+
+// LeaseInfo describes a lease event of a container-mode worker.
+type LeaseInfo struct {
+	ShardInfo
+	Worker string
+	Event  LeaseEvent
+	Reason string // for LeaseLost: why (e.g. "not renewed in time", "written by another worker")
+}

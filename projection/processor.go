@@ -1,0 +1,301 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/projhost/projhost/cursorstore"
+	"github.com/projhost/projhost/event"
+	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/readmodel"
+	"github.com/projhost/projhost/store"
+)
+
+// Errors of Shard methods that modes branch on.
+var (
+	// ErrLost: a newer owner claimed the shard (a fenced cursor or read-model write) or the
+	// shard's Guard refused a commit. Stop processing the shard at once; nothing more is saved.
+	ErrLost = errors.New("projection: shard lost to a newer owner: stop processing it")
+	// ErrStopped: the shard is stopped by the Stop error policy (Shard.Stopped tells why); it
+	// stays stopped, across workers and restarts, until resumed (projhost resume).
+	ErrStopped = errors.New("projection: shard stopped by the stop error policy")
+	// ErrInterrupted: ShardOptions.Interrupt was closed while a failing batch waited for its
+	// next attempt. What was handled before the batch is still pending: Flush it, then hand
+	// the shard over.
+	ErrInterrupted = errors.New("projection: interrupted while retrying a failing batch")
+)
+
+// Processor processes one projection's shards: it is the per-shard core that every mode
+// (container workers, Lambda invocations) composes. It knows nothing of leases or of how
+// events arrive. Safe for concurrent use: any number of shards may be open at once.
+type Processor struct {
+	cfg   Config
+	log   *slog.Logger
+	cache bool // Transactional mode: remember committed documents per shard
+}
+
+// New validates cfg (Config.Validate) and returns a Processor. It does no I/O.
+func New(cfg Config) (*Processor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Processor{cfg: cfg, log: cfg.Logger.With("projection", cfg.Projection),
+		cache: cfg.Stores.Mode == store.Transactional}, nil
+}
+
+// Config returns the validated configuration (defaults filled in).
+func (p *Processor) Config() Config { return p.cfg }
+
+// ShardOptions are a mode's per-shard controls.
+type ShardOptions struct {
+	// Guard, when set, is called before every commit; a non-nil error cancels the commit and
+	// the call returns an error wrapping ErrLost (container mode: the lease's validity on this
+	// worker's clock).
+	Guard func() error
+	// Interrupt, when closed, ends the wait between attempts of a failing batch (Handle
+	// returns ErrInterrupted): container mode closes it when the balancer asks for the shard.
+	Interrupt <-chan struct{}
+}
+
+// Shard is one open shard at one epoch. Its methods must be called from one goroutine at a
+// time (the shard's processing loop).
+type Shard struct {
+	p    *Processor
+	info ShardInfo
+	opts ShardOptions
+	log  *slog.Logger
+
+	mod       *host.Module
+	handler   *host.Handler
+	pend      pending
+	committed string // cursor as last committed
+	replayTo  string // Fenced mode: the high-water mark of an interrupted Apply, until committed
+	stopped   string
+	lastFlush time.Time
+	closed    bool
+}
+
+// Open claims shardID at epoch, the fencing token of the caller's ownership (a lease epoch;
+// Lambda mode uses its own monotonic epoch): it raises the cursor's epoch (so older owners'
+// saves fail) and, in Fenced mode, the read model's write fence, reading the high-water mark of
+// an interrupted write, which the first commit then ends at exactly (no event counts twice).
+// Errors: ErrLost when a newer epoch holds the shard; store errors otherwise (retry later).
+// A stopped shard opens fine: Stopped tells, and Handle returns ErrStopped until resumed.
+func (p *Processor) Open(ctx context.Context, shardID string, epoch int64, opts ShardOptions) (*Shard, error) {
+	st := p.cfg.Stores
+	cur, err := st.Cursors.Claim(ctx, p.cfg.Projection, shardID, epoch)
+	if err != nil {
+		return nil, lostOr(fmt.Errorf("projection: claiming the cursor of shard %s: %w", shardID, err))
+	}
+	s := &Shard{p: p, info: ShardInfo{Projection: p.cfg.Projection, ShardID: shardID, Epoch: epoch}, opts: opts,
+		log: p.log.With("shard", shardID, "epoch", epoch), committed: cur.Seq, stopped: cur.Stopped, lastFlush: time.Now()}
+	s.pend.seq = cur.Seq
+	if st.Mode == store.Fenced {
+		hw, err := st.WriteClaimer.ClaimWrites(ctx, p.cfg.Projection, shardID, epoch)
+		if err != nil {
+			return nil, lostOr(fmt.Errorf("projection: claiming the read model's writes of shard %s: %w", shardID, err))
+		}
+		if event.CompareSeq(hw, cur.Seq) > 0 {
+			s.replayTo = hw
+			s.log.Info("replaying up to an interrupted write", "cursor", cur.Seq, "replay_to", hw)
+		}
+	}
+	if err := s.supersede(ctx); err != nil {
+		return nil, fmt.Errorf("projection: reading the dead letters of shard %s: %w", shardID, err)
+	}
+	return s, nil
+}
+
+// Info identifies the shard.
+func (s *Shard) Info() ShardInfo { return s.info }
+
+// Position is the sequence number of the last event handled (committed or pending), "" for
+// none: a reader continues after it.
+func (s *Shard) Position() string { return s.pend.seq }
+
+// Committed is the cursor as last committed.
+func (s *Shard) Committed() string { return s.committed }
+
+// Stopped is the reason the shard is stopped ("" when it is not).
+func (s *Shard) Stopped() string { return s.stopped }
+
+// Close closes the shard's handler instance. Nothing is saved: Flush first for a graceful
+// hand-over. Idempotent.
+func (s *Shard) Close(ctx context.Context) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if s.handler != nil {
+		_ = s.handler.Close(context.WithoutCancel(ctx))
+	}
+}
+
+// Handle processes events, a batch of this shard in sequence order (events at or below
+// Position are skipped: a redelivery changes nothing). The mutations stay pending, overlaid on
+// the read model for later reads, until a flush; Handle flushes by itself when
+// CursorEveryEvents events are pending or the oldest pending one waits CursorEvery. Call it
+// with no events after an empty read so the time-based flush happens.
+//
+// A handler failure follows the error policy; store errors are retried with backoff (never
+// skipped). Errors: ErrLost, ErrStopped, ErrInterrupted (what was handled before stays
+// pending), or ctx's error.
+func (s *Shard) Handle(ctx context.Context, events []event.Event) error {
+	if s.stopped != "" {
+		return fmt.Errorf("%w: shard %s: %s", ErrStopped, s.info.ShardID, s.stopped)
+	}
+	events = s.skipHandled(events)
+	if len(events) > 0 {
+		if err := s.swapModule(ctx); err != nil {
+			return err
+		}
+	}
+	if s.replayTo != "" && len(events) > 0 {
+		n := 0
+		for n < len(events) && event.CompareSeq(events[n].Seq, s.replayTo) <= 0 {
+			n++
+		}
+		if err := s.handleRange(ctx, events[:n]); err != nil {
+			return err
+		}
+		events = events[n:]
+		if event.CompareSeq(s.pend.seq, s.replayTo) >= 0 || len(events) > 0 {
+			// The interrupted write's range is complete (or the shard skipped past it): commit
+			// it alone, so that the commit ends exactly at the high-water mark.
+			if err := s.Flush(ctx); err != nil {
+				return err
+			}
+			s.replayTo = ""
+		}
+	}
+	if err := s.handleRange(ctx, events); err != nil {
+		return err
+	}
+	if s.replayTo == "" && s.flushDue() {
+		return s.Flush(ctx)
+	}
+	return nil
+}
+
+func (s *Shard) skipHandled(events []event.Event) []event.Event {
+	for len(events) > 0 && event.CompareSeq(events[0].Seq, s.pend.seq) <= 0 {
+		events = events[1:]
+	}
+	return events
+}
+
+func (s *Shard) flushDue() bool {
+	c := &s.p.cfg
+	return s.pend.count >= c.CursorEveryEvents || (!s.pend.empty() && time.Since(s.lastFlush) >= c.CursorEvery)
+}
+
+// swapModule switches to the provider's current module at a batch boundary: what the old
+// module produced is committed first.
+func (s *Shard) swapModule(ctx context.Context) error {
+	m := s.p.cfg.Modules.Module()
+	if m == s.mod && s.handler != nil {
+		return nil
+	}
+	if s.handler != nil {
+		if err := s.Flush(ctx); err != nil {
+			return err
+		}
+		_ = s.handler.Close(context.WithoutCancel(ctx))
+		s.log.Info("handler module changed", "module", m.Name())
+	}
+	s.mod, s.handler = m, m.NewHandler(s.info.ShardID)
+	return nil
+}
+
+// Flush commits the pending mutations and the cursor (the one commit path), retrying store
+// errors with backoff until it works, the shard is lost (ErrLost) or ctx ends.
+func (s *Shard) Flush(ctx context.Context) error {
+	if s.pend.empty() {
+		return nil
+	}
+	if s.replayTo != "" && event.CompareSeq(s.pend.seq, s.replayTo) < 0 {
+		return nil // never commit part of an interrupted write's range
+	}
+	w := readmodel.Write{Projection: s.info.Projection, ShardID: s.info.ShardID, Epoch: s.info.Epoch,
+		Seq: s.pend.seq, Mutations: s.pend.muts}
+	if err := s.commitRetry(ctx, w); err != nil {
+		return err
+	}
+	s.p.cfg.Hooks.flush(FlushInfo{ShardInfo: s.info, Seq: w.Seq, Events: s.pend.count, Mutations: len(w.Mutations)})
+	s.log.Debug("cursor saved", "cursor", w.Seq, "mutations", len(w.Mutations), "events", s.pend.count)
+	if s.p.cache {
+		s.pend.rememberAll(s.pend.muts)
+	}
+	s.pend.reset()
+	s.committed = w.Seq
+	s.lastFlush = time.Now()
+	return nil
+}
+
+// commitRetry commits w, retrying store errors with backoff.
+func (s *Shard) commitRetry(ctx context.Context, w readmodel.Write) error {
+	return s.retryStore(ctx, "commit", func() error { return s.commit(ctx, w) })
+}
+
+// retryStore runs op until it succeeds, fails with ErrLost (returned), or ctx ends.
+func (s *Shard) retryStore(ctx context.Context, what string, op func() error) error {
+	backoff := s.p.cfg.RetryMin
+	for {
+		err := op()
+		if err == nil || errors.Is(err, ErrLost) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.log.Warn(what+" failed: retrying", "err", err, "backoff", backoff)
+		if !sleepCtx(ctx, backoff) {
+			return ctx.Err()
+		}
+		backoff = min(backoff*2, s.p.cfg.RetryMax)
+	}
+}
+
+func (s *Shard) commit(ctx context.Context, w readmodel.Write) error {
+	if g := s.opts.Guard; g != nil {
+		if err := g(); err != nil {
+			return fmt.Errorf("%w: %w", ErrLost, err)
+		}
+	}
+	st := s.p.cfg.Stores
+	var err error
+	if st.Mode == store.Transactional {
+		err = st.Committer.Commit(ctx, w)
+	} else if err = st.ReadModel.Apply(ctx, w); err == nil && w.Replay == "" {
+		err = st.Cursors.Save(ctx, w.Projection, w.ShardID, w.Epoch, w.Seq)
+	}
+	return lostOr(err)
+}
+
+// lostOr maps the stores' fencing errors to ErrLost.
+func lostOr(err error) error {
+	if errors.Is(err, readmodel.ErrFenced) || errors.Is(err, cursorstore.ErrFenced) {
+		return fmt.Errorf("%w: %w", ErrLost, err)
+	}
+	return err
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (h *Hooks) flush(i FlushInfo) {
+	if h.Flush != nil {
+		h.Flush(i)
+	}
+}

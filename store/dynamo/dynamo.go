@@ -1,0 +1,102 @@
+// Package dynamo opens projhost's DynamoDB stores (leases, cursors, read models, dead letters;
+// tables <prefix>leases, <prefix>cursors, <prefix>readmodel, <prefix>deadletters, created by
+// CreateTables or `projhost tables create`) as a store.Stores in Fenced mode: exactly-once
+// without transactions, through per-item markers and a per-shard write fence
+// (readmodel/dynamo/RATIONALE.md).
+package dynamo
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	cursordynamo "github.com/projhost/projhost/cursorstore/dynamo"
+	dldynamo "github.com/projhost/projhost/deadletter/dynamo"
+	"github.com/projhost/projhost/internal/dynamotables"
+	rmdynamo "github.com/projhost/projhost/readmodel/dynamo"
+	leasedynamo "github.com/projhost/projhost/shardmap/dynamo"
+	"github.com/projhost/projhost/store"
+)
+
+// DefaultPrefix is the default table name prefix ("projhost-").
+const DefaultPrefix = dynamotables.DefaultPrefix
+
+// Config says where the tables are. The zero value uses the AWS default credential and region
+// chain and DefaultPrefix.
+type Config struct {
+	// Endpoint is the DynamoDB endpoint URL, e.g. http://127.0.0.1:8000 for DynamoDB Local
+	// ("" = AWS's endpoint for the region). With an endpoint and no credentials configured,
+	// static dummy credentials are used (local servers accept any).
+	Endpoint string
+	// Region is the AWS region ("" = from the AWS config; us-east-1 with an Endpoint).
+	Region string
+	// Prefix is the table name prefix; default DefaultPrefix.
+	Prefix string
+	// Client, when set, is used instead of making one from Endpoint and Region.
+	Client *dynamodb.Client
+}
+
+func (c Config) client(ctx context.Context) (*dynamodb.Client, error) {
+	if c.Client != nil {
+		return c.Client, nil
+	}
+	var opts []dynamotables.ClientOption
+	if c.Endpoint != "" {
+		opts = append(opts, dynamotables.WithEndpoint(c.Endpoint))
+	}
+	if c.Region != "" {
+		opts = append(opts, dynamotables.WithRegion(c.Region))
+	}
+	cl, err := dynamotables.NewClient(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("DynamoDB client: %w", err)
+	}
+	return cl, nil
+}
+
+func (c Config) prefix() string {
+	if c.Prefix == "" {
+		return DefaultPrefix
+	}
+	return c.Prefix
+}
+
+// Open returns the stores on the tables of cfg. It does not create or check the tables (the
+// first request to a missing table fails with the server's ResourceNotFoundException); use
+// CreateTables once. Errors: a bad prefix, the AWS config cannot be loaded.
+func Open(ctx context.Context, cfg Config) (*store.Stores, error) {
+	c, err := cfg.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := cfg.prefix()
+	leases, err := leasedynamo.New(c, p)
+	if err != nil {
+		return nil, err
+	}
+	cursors, err := cursordynamo.New(c, p)
+	if err != nil {
+		return nil, err
+	}
+	rm, err := rmdynamo.New(c, p)
+	if err != nil {
+		return nil, err
+	}
+	dl, err := dldynamo.New(c, p)
+	if err != nil {
+		return nil, err
+	}
+	return &store.Stores{Leases: leases, Cursors: cursors, ReadModel: rm, DeadLetters: dl,
+		Mode: store.Fenced, WriteClaimer: rm}, nil
+}
+
+// CreateTables creates the tables of cfg (on-demand billing) and waits until they are active;
+// existing tables are kept.
+func CreateTables(ctx context.Context, cfg Config) error {
+	c, err := cfg.client(ctx)
+	if err != nil {
+		return err
+	}
+	return dynamotables.CreateTables(ctx, c, cfg.prefix())
+}
