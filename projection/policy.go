@@ -176,7 +176,7 @@ func (s *Shard) accept(events []event.Event, muts []event.Mutation, d time.Durat
 // events it consumed.
 func (s *Shard) isolate(ctx context.Context, events []event.Event, f failure) (int, error) {
 	consumed := 0
-	rest := events
+	rest, failedLen := events, len(events) // failedLen: length of the last range seen failing
 	for len(rest) > 1 {
 		half := rest[:len(rest)/2]
 		start := time.Now()
@@ -193,9 +193,9 @@ func (s *Shard) isolate(ctx context.Context, events []event.Event, f failure) (i
 		}
 		f.note(fault)
 		s.reportFailure(half, f, "handler failed: bisecting the batch", 0)
-		rest = half
+		rest, failedLen = half, len(half)
 	}
-	if len(events) > 1 {
+	if failedLen > 1 {
 		// Confirm the culprit alone (and get its own error, not a range's).
 		start := time.Now()
 		muts, fault, err := s.try(ctx, rest)

@@ -24,7 +24,7 @@ func init() {
 	var sf storeFlags
 	var name, handler, workerID, logLevel string
 	var cfg container.Config
-	var onError string
+	var onError, trace string
 	var trusted bool
 	var deadline time.Duration
 	cmd := &cobra.Command{
@@ -88,6 +88,14 @@ save cursors, release leases and exit 0.`,
 			}
 			c := cfg
 			c.Projection, c.WorkerID, c.Logger = name, workerID, logger
+			if trace != "" {
+				f, err := os.OpenFile(trace, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+				if err != nil {
+					return fmt.Errorf("--trace: %w", err)
+				}
+				defer f.Close()
+				c.Hooks = projection.Chain(c.Hooks, projection.TraceHooks(f))
+			}
 			c.Source, c.Stores, c.Modules = j, st.Stores, projection.Fixed(mod)
 			r, err := container.New(c)
 			if err != nil {
@@ -126,6 +134,7 @@ save cursors, release leases and exit 0.`,
 	f.BoolVar(&trusted, "trusted", false, "trust the handler: no per-batch deadline (faster; a runaway loop then hangs the shard)")
 	f.DurationVar(&deadline, "batch-deadline", 0, "per-batch deadline of the handler (default 5s; ignored with --trusted)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&trace, "trace", "", "append every batch, cursor save, handler error, dead letter, replay, stop and lease event to this file as JSON lines (for tools and tests)")
 	rootCmd.AddCommand(cmd)
 }
 

@@ -144,3 +144,23 @@ func Check(tb testing.TB, flights []Flight, docs []readmodel.Doc) {
 		tb.Fatalf("flightcheck: read model differs from the independent computation (%d docs want, %d got):\n%v", len(want), len(got), d)
 	}
 }
+
+// JSON is the flight as an event's data.
+func (f Flight) JSON() []byte {
+	b, _ := json.Marshal(f) // cannot fail: strings and integers
+	return b
+}
+
+// QuotedJSON is the flight with its delay given as a JSON string ("delay":"17"): the malformed
+// form that the flightdelays handlers fail on unless built lenient
+// (flightdelays.AcceptQuotedNumbers). The computation of Expected is the same for both forms.
+func (f Flight) QuotedJSON() []byte {
+	b, _ := json.Marshal(struct {
+		Date        string `json:"date"`
+		Delay       string `json:"delay"`
+		Distance    int64  `json:"distance"`
+		Origin      string `json:"origin"`
+		Destination string `json:"destination"`
+	}{f.Date, fmt.Sprint(f.Delay), f.Distance, f.Origin, f.Destination})
+	return b
+}

@@ -23,6 +23,9 @@ const (
 	FlightDelaysAS = "flightdelays-as"
 	CountGo        = "count-go"
 	CountAS        = "count-as"
+	// FlightDelaysGoLenient is flightdelays built with -tags lenient: it accepts delays and
+	// distances given as JSON strings ("17"), which the other builds fail on.
+	FlightDelaysGoLenient = "flightdelays-go-lenient"
 )
 
 var (

@@ -29,6 +29,13 @@ $(WASM_DIR)/$(1)-as.wasm: $(GUEST_AS_SRC) $(wildcard plugins/examples/$(1)/as/*.
 endef
 $(foreach e,$(EXAMPLES),$(eval $(call example_rules,$(e))))
 
+# The lenient flightdelays build (quoted numbers accepted): the "fixed handler" of the dead-letter
+# replay tests. Not part of `make wasm`.
+$(WASM_DIR)/flightdelays-go-lenient.wasm: $(GUEST_GO_SRC) $(filter-out %_test.go,$(wildcard plugins/examples/flightdelays/*.go plugins/examples/flightdelays/go/*.go))
+	@mkdir -p $(@D)
+	GOOS=wasip1 GOARCH=wasm $(GO) build -tags lenient $(GO_WASM_FLAGS) -o $@.tmp ./plugins/examples/flightdelays/go
+	@mv $@.tmp $@
+
 # Test-only module of wasmabi/as/json_test.go (not an ABI handler; not part of `make wasm`).
 $(WASM_DIR)/as-jsonprobe.wasm: $(GUEST_AS_SRC) wasmabi/as/testdata/jsonprobe.ts
 	@mkdir -p $(@D)

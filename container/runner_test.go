@@ -1,0 +1,267 @@
+package container_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/projhost/projhost/container"
+	"github.com/projhost/projhost/deadletter"
+	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/internal/flightcheck"
+	"github.com/projhost/projhost/internal/testwasm"
+	"github.com/projhost/projhost/projection"
+	"github.com/projhost/projhost/source/journal"
+	"github.com/projhost/projhost/store"
+	"github.com/projhost/projhost/store/sqlite"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+type env struct {
+	j   *journal.Journal
+	st  *store.Stores
+	mod *host.Module
+}
+
+func newEnv(t *testing.T, shards int) *env {
+	t.Helper()
+	dir := t.TempDir()
+	j, err := journal.Create(dir, shards)
+	require.NoError(t, err)
+	t.Cleanup(func() { j.Close() })
+	st, err := sqlite.Open(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	return &env{j: j, st: st, mod: load(t, testwasm.FlightDelaysAS)}
+}
+
+func load(t *testing.T, name string) *host.Module {
+	t.Helper()
+	ctx := context.Background()
+	rt, err := host.NewRuntime(ctx, host.WithCacheDir(""), host.WithLogger(quiet))
+	require.NoError(t, err)
+	t.Cleanup(func() { rt.Close(ctx) })
+	wasm, err := os.ReadFile(testwasm.Path(t, name))
+	require.NoError(t, err)
+	mod, err := rt.Load(ctx, name, wasm)
+	require.NoError(t, err)
+	return mod
+}
+
+// append appends flights; those at the indexes in quoted in the malformed form.
+func (e *env) append(t *testing.T, fs []flightcheck.Flight, quoted ...int) {
+	t.Helper()
+	bad := map[int]bool{}
+	for _, i := range quoted {
+		bad[i] = true
+	}
+	evs := make([]journal.AppendEvent, len(fs))
+	for i, f := range fs {
+		d := f.JSON()
+		if bad[i] {
+			d = f.QuotedJSON()
+		}
+		evs[i] = journal.AppendEvent{PartitionKey: f.Origin, Data: d}
+	}
+	_, err := e.j.Append(context.Background(), evs)
+	require.NoError(t, err)
+}
+
+func (e *env) runner(t *testing.T, mut func(*container.Config)) *container.Runner {
+	t.Helper()
+	cfg := container.Config{
+		Config: projection.Config{Projection: "flights", Stores: e.st, Modules: projection.Fixed(e.mod), Logger: quiet,
+			RetryMin: time.Millisecond, RetryMax: 20 * time.Millisecond},
+		WorkerID: "w1", Source: e.j,
+		// A long lease: on a loaded machine a short one may lapse, and the replays that follow
+		// would make the event counts below vary.
+		BatchWait: 20 * time.Millisecond, LeaseDuration: 30 * time.Second, UntilCaughtUp: true,
+		ControlCheck: 50 * time.Millisecond,
+	}
+	if mut != nil {
+		mut(&cfg)
+	}
+	r, err := container.New(cfg)
+	require.NoError(t, err)
+	return r
+}
+
+func (e *env) check(t *testing.T, fs []flightcheck.Flight) {
+	t.Helper()
+	docs, err := e.st.ReadModel.Scan(context.Background(), "flights", "")
+	require.NoError(t, err)
+	flightcheck.Check(t, fs, docs)
+}
+
+func ctx60(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func without(fs []flightcheck.Flight, skip ...int) []flightcheck.Flight {
+	out := append([]flightcheck.Flight(nil), fs...)
+	for i := len(skip) - 1; i >= 0; i-- {
+		out = append(out[:skip[i]], out[skip[i]+1:]...)
+	}
+	return out
+}
+
+func TestProjectsAndResumes(t *testing.T) {
+	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))
+	e := newEnv(t, 3)
+	e.append(t, fs[:1200])
+	var mu sync.Mutex
+	var saves []string
+	r := e.runner(t, func(c *container.Config) {
+		c.CursorEveryEvents = 100
+		c.BatchSize = 50
+		c.Hooks.Flush = func(i projection.FlushInfo) { mu.Lock(); saves = append(saves, i.ShardID+"@"+i.Seq); mu.Unlock() }
+	})
+	ctx := ctx60(t)
+	require.NoError(t, r.Run(ctx))
+	e.check(t, fs[:1200])
+	st := r.Stats()
+	require.EqualValues(t, 1200, st.Events)
+	require.Zero(t, st.Failures)
+	require.EqualValues(t, len(saves), st.CursorSaves)
+	require.GreaterOrEqual(t, len(saves), 12-3, "a save every 100 events per shard")
+	require.EqualValues(t, 3, st.LeasesGained)
+	require.Zero(t, st.LeasesLost)
+
+	// A second run resumes from the saved cursors: only the new events are handled.
+	e.append(t, fs[1200:])
+	r2 := e.runner(t, nil)
+	require.NoError(t, r2.Run(ctx))
+	require.EqualValues(t, 800, r2.Stats().Events)
+	e.check(t, fs)
+	for _, id := range []string{journal.ShardID(0), journal.ShardID(1), journal.ShardID(2)} {
+		c, err := e.st.Cursors.Get(ctx, "flights", id)
+		require.NoError(t, err)
+		head, err := e.j.Head(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, head, c.Seq, id)
+	}
+}
+
+// The retry policy: a batch the handler fails on is retried and never skipped: the cursor stays
+// before it and the read model holds exactly the events before it.
+func TestRetryPolicyNeverAdvances(t *testing.T) {
+	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))[:41]
+	e := newEnv(t, 1)
+	e.append(t, fs, 30)
+	r := e.runner(t, func(c *container.Config) {
+		c.BatchSize = 1
+		c.CursorEveryEvents = 1
+		c.Policy.OnError = projection.Retry
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }() // never catches up: stopped below, gracefully
+	for r.Stats().Failures < 4 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	require.NoError(t, <-done)
+	st := r.Stats()
+	require.EqualValues(t, 30, st.Events)
+	require.Greater(t, st.Failures, int64(3), "the bad batch was retried with backoff")
+	c, err := e.st.Cursors.Get(context.Background(), "flights", journal.ShardID(0))
+	require.NoError(t, err)
+	require.Equal(t, "30", c.Seq)
+	e.check(t, fs[:30])
+}
+
+// The dead-letter policy end to end in container mode, with replays requested while no worker
+// runs: the next run applies them, and --until-caught-up waits for them.
+func TestDeadLetterThenReplayOnNextRun(t *testing.T) {
+	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))
+	poison := []int{10, 700, 1500}
+	e := newEnv(t, 4)
+	e.append(t, fs, poison...)
+	ctx := ctx60(t)
+	r := e.runner(t, func(c *container.Config) {
+		c.Policy = projection.Policy{OnError: projection.DeadLetter, MaxAttempts: 2}
+	})
+	require.NoError(t, r.Run(ctx))
+	e.check(t, without(fs, poison...))
+	require.EqualValues(t, 3, r.Stats().DeadLetters)
+	ls, err := e.st.DeadLetters.List(ctx, "flights", deadletter.Filter{State: deadletter.StateFailed})
+	require.NoError(t, err)
+	require.Len(t, ls, 3)
+	for _, l := range ls {
+		require.NoError(t, e.st.DeadLetters.Transition(ctx, "flights", l.ShardID, l.Seq,
+			[]deadletter.State{deadletter.StateFailed}, deadletter.StateReplayRequested, ""))
+	}
+	fixed := load(t, testwasm.FlightDelaysGoLenient)
+	r2 := e.runner(t, func(c *container.Config) { c.Modules = projection.Fixed(fixed) })
+	require.NoError(t, r2.Run(ctx))
+	require.EqualValues(t, 3, r2.Stats().Replayed)
+	e.check(t, fs)
+	ls, err = e.st.DeadLetters.List(ctx, "flights", deadletter.Filter{State: deadletter.StateReplayed})
+	require.NoError(t, err)
+	require.Len(t, ls, 3)
+}
+
+// The stop policy: --until-caught-up returns ErrShardStopped naming the shard instead of
+// waiting for ever, the other shards are complete; after a resume the shard goes on.
+func TestStopPolicyThenResume(t *testing.T) {
+	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))
+	e := newEnv(t, 4)
+	e.append(t, fs, 500)
+	ctx := ctx60(t)
+	r := e.runner(t, nil) // default policy: stop
+	err := r.Run(ctx)
+	require.ErrorIs(t, err, container.ErrShardStopped)
+	stoppedShard := ""
+	for i := 0; i < 4; i++ {
+		c, err := e.st.Cursors.Get(ctx, "flights", journal.ShardID(i))
+		require.NoError(t, err)
+		if c.Stopped != "" {
+			require.Empty(t, stoppedShard, "one shard stopped")
+			stoppedShard = journal.ShardID(i)
+		}
+	}
+	require.Contains(t, err.Error(), "shard "+stoppedShard)
+
+	require.NoError(t, e.st.Cursors.Resume(ctx, "flights", stoppedShard))
+	fixed := load(t, testwasm.FlightDelaysGoLenient)
+	r2 := e.runner(t, func(c *container.Config) { c.Modules = projection.Fixed(fixed) })
+	require.NoError(t, r2.Run(ctx))
+	e.check(t, fs)
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	e := newEnv(t, 1)
+	cases := []struct {
+		name string
+		mut  func(*container.Config)
+		err  error
+		msg  string
+	}{
+		{"no projection", func(c *container.Config) { c.Projection = "" }, projection.ErrConfig, "projection name is required"},
+		{"no worker", func(c *container.Config) { c.WorkerID = "" }, container.ErrConfig, "worker id is required"},
+		{"no module", func(c *container.Config) { c.Modules = nil }, projection.ErrConfig, "module provider is required"},
+		{"bad policy", func(c *container.Config) { c.Policy.OnError = "skip" }, projection.ErrConfig, `unknown error policy "skip"`},
+		{"short lease", func(c *container.Config) { c.LeaseDuration = time.Millisecond }, container.ErrConfig, "at least 1s"},
+		{"no dead letters", func(c *container.Config) { s := *e.st; s.DeadLetters = nil; c.Stores = &s }, store.ErrIncomplete, "dead-letter"},
+		{"mode without committer", func(c *container.Config) { s := *e.st; s.Committer = nil; c.Stores = &s }, store.ErrIncomplete, "Committer"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := container.Config{Config: projection.Config{Projection: "p", Stores: e.st, Modules: projection.Fixed(e.mod)},
+				WorkerID: "w", Source: e.j}
+			c.mut(&cfg)
+			_, err := container.New(cfg)
+			require.ErrorIs(t, err, c.err)
+			require.Contains(t, err.Error(), c.msg)
+		})
+	}
+}

@@ -1,0 +1,122 @@
+package projection
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/projhost/projhost/deadletter"
+)
+
+// Chain returns hooks that call each of hs in order (nil hooks skipped).
+func Chain(hs ...Hooks) Hooks {
+	var out Hooks
+	for _, h := range hs {
+		out.Batch = chain1(out.Batch, h.Batch)
+		out.Flush = chain1(out.Flush, h.Flush)
+		out.HandlerError = chain1(out.HandlerError, h.HandlerError)
+		out.DeadLettered = chain1(out.DeadLettered, h.DeadLettered)
+		out.Lag = chain1(out.Lag, h.Lag)
+		out.Lease = chain1(out.Lease, h.Lease)
+		out.Stopped = chain2(out.Stopped, h.Stopped)
+		out.Replayed = chain2(out.Replayed, h.Replayed)
+	}
+	return out
+}
+
+func chain1[T any](a, b func(T)) func(T) {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	return func(v T) { a(v); b(v) }
+}
+
+func chain2[T, U any](a, b func(T, U)) func(T, U) {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	return func(v T, u U) { a(v, u); b(v, u) }
+}
+
+// TraceRecord is one line TraceHooks writes.
+type TraceRecord struct {
+	Time       time.Time `json:"time"`
+	Event      string    `json:"event"` // batch, flush, handler_error, dead_letter, replayed, replay_failed, stopped, lease
+	Projection string    `json:"projection"`
+	Shard      string    `json:"shard"`
+	Epoch      int64     `json:"epoch"`
+	Worker     string    `json:"worker,omitempty"`
+	Seq        string    `json:"seq,omitempty"`       // flush: the cursor saved; dead_letter, replayed: the letter's
+	FirstSeq   string    `json:"first_seq,omitempty"` // batch, handler_error
+	LastSeq    string    `json:"last_seq,omitempty"`
+	Events     int       `json:"events,omitempty"`
+	Mutations  int       `json:"mutations,omitempty"`
+	Replay     string    `json:"replay,omitempty"` // flush of a dead-letter replay: the letter's seq
+	Kind       string    `json:"kind,omitempty"`   // handler_error, dead_letter: the error kind; lease: acquired, lost, released, finished
+	Error      string    `json:"error,omitempty"`
+	Attempt    int       `json:"attempt,omitempty"`
+	Micros     int64     `json:"us,omitempty"` // batch: handler time
+}
+
+// TraceHooks returns hooks that write every batch, flush, handler error, dead letter, replay,
+// stop and lease event as one JSON object per line (TraceRecord) to w — what `projhost run
+// --trace FILE` writes, so that tests and tools outside the process observe the core without
+// parsing log text. Lag is not traced. Writes are serialised; write errors are ignored.
+func TraceHooks(w io.Writer) Hooks {
+	var mu sync.Mutex
+	enc := json.NewEncoder(w)
+	put := func(r TraceRecord) {
+		r.Time = time.Now().UTC()
+		mu.Lock()
+		_ = enc.Encode(r)
+		mu.Unlock()
+	}
+	base := func(ev string, s ShardInfo) TraceRecord {
+		return TraceRecord{Event: ev, Projection: s.Projection, Shard: s.ShardID, Epoch: s.Epoch}
+	}
+	return Hooks{
+		Batch: func(i BatchInfo) {
+			r := base("batch", i.ShardInfo)
+			r.FirstSeq, r.LastSeq, r.Events, r.Mutations, r.Micros = i.FirstSeq, i.LastSeq, i.Events, i.Mutations, i.Duration.Microseconds()
+			put(r)
+		},
+		Flush: func(i FlushInfo) {
+			r := base("flush", i.ShardInfo)
+			r.Seq, r.Events, r.Mutations, r.Replay = i.Seq, i.Events, i.Mutations, i.Replay
+			put(r)
+		},
+		HandlerError: func(i HandlerErrorInfo) {
+			r := base("handler_error", i.ShardInfo)
+			r.Kind, r.Error, r.Attempt, r.FirstSeq, r.LastSeq = i.Kind, i.Err.Error(), i.Attempt, i.FirstSeq, i.LastSeq
+			put(r)
+		},
+		DeadLettered: func(l deadletter.Letter) {
+			r := TraceRecord{Event: "dead_letter", Projection: l.Projection, Shard: l.ShardID, Seq: l.Seq, Kind: l.ErrorKind, Error: l.Error, Attempt: l.Attempts}
+			put(r)
+		},
+		Replayed: func(l deadletter.Letter, err error) {
+			r := TraceRecord{Event: "replayed", Projection: l.Projection, Shard: l.ShardID, Seq: l.Seq}
+			if err != nil {
+				r.Event, r.Error = "replay_failed", err.Error()
+			}
+			put(r)
+		},
+		Stopped: func(s ShardInfo, why string) {
+			r := base("stopped", s)
+			r.Error = why
+			put(r)
+		},
+		Lease: func(i LeaseInfo) {
+			r := base("lease", i.ShardInfo)
+			r.Worker, r.Kind, r.Error = i.Worker, string(i.Event), i.Reason
+			put(r)
+		},
+	}
+}
