@@ -1,5 +1,6 @@
 // Package source defines how projhost reads sharded event streams: Amazon Kinesis
-// (source/kinesis) or the local journal (source/journal).
+// (source/kinesis) or the local journal (source/journal); source/memsource is an in-memory stream
+// that splits and merges shards, for tests.
 //
 // A stream has shards; each shard is an ordered sequence of events with strictly increasing
 // sequence numbers (decimal strings, up to 128-bit). A shard may be closed (after a Kinesis

@@ -15,8 +15,10 @@
 // does), and an Appender that writes to it. The suite appends about 250 records in all (Kinesis
 // PutRecords takes up to 500 per call), checks only the source.Source contract, and tolerates
 // what the contract allows a remote stream: short or empty reads before the end, MillisBehind
-// and EventsBehind of -1, ArrivalMs of 0. Splits and merges (closed shards, ErrShardEnded) are not
-// covered: they need stream-specific setup.
+// and EventsBehind of -1, ArrivalMs of 0.
+//
+// Splits and merges (closed shards, ErrShardEnded, parent/child lineage) need stream-specific
+// setup and are a separate part, RunResharding, that implementations able to reshard run as well.
 package sourcetest
 
 import (
@@ -49,10 +51,7 @@ type Factory func(t *testing.T, shards int) (source.Source, Appender)
 // Run runs the suite.
 func Run(t *testing.T, newSource Factory) {
 	t.Helper()
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, f Factory)
-	}{
+	runSubtests(t, newSource, []subtest[Factory]{
 		{"Shards", testShards},
 		{"Routing", testRouting},
 		{"ReadMaxAndResume", testReadMaxAndResume},
@@ -60,9 +59,19 @@ func Run(t *testing.T, newSource Factory) {
 		{"Context", testContext},
 		{"UnknownShard", testUnknownShard},
 		{"Concurrent", testConcurrent},
-	}
+	})
+}
+
+// subtest is one named test of a suite over factories of type F.
+type subtest[F any] struct {
+	name string
+	fn   func(t *testing.T, f F)
+}
+
+func runSubtests[F any](t *testing.T, f F, tests []subtest[F]) {
+	t.Helper()
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newSource) })
+		t.Run(tt.name, func(t *testing.T) { tt.fn(t, f) })
 	}
 }
 
@@ -123,25 +132,39 @@ func testShards(t *testing.T, newSource Factory) {
 		}
 	}
 	// The ranges split [0, 2^128-1] without gaps or overlaps, evenly.
-	sorted := slices.Clone(ss)
-	slices.SortFunc(sorted, func(a, b source.Shard) int {
-		return parseHashKey(t, a.HashKeyStart).Cmp(parseHashKey(t, b.HashKeyStart))
-	})
-	next := big.NewInt(0)
-	for i, s := range sorted {
-		start, end := parseHashKey(t, s.HashKeyStart), parseHashKey(t, s.HashKeyEnd)
-		if start.Cmp(next) != 0 || end.Cmp(start) < 0 {
-			t.Fatalf("shard %s covers [%s, %s]; want it to start at %s", s.ID, start, end, next)
-		}
+	for i, s := range openCover(t, ss) {
 		ws, we := source.EvenHashKeyRange(i, n)
 		if s.HashKeyStart != ws || s.HashKeyEnd != we {
 			t.Errorf("shard %s covers [%s, %s], want the even split [%s, %s]", s.ID, s.HashKeyStart, s.HashKeyEnd, ws, we)
 		}
+	}
+}
+
+// openCover checks that the open shards' hash key ranges cover [0, 2^128-1] without gaps or
+// overlaps and returns the open shards sorted by range.
+func openCover(t *testing.T, ss []source.Shard) []source.Shard {
+	t.Helper()
+	var sorted []source.Shard
+	for _, s := range ss {
+		if !s.Closed {
+			sorted = append(sorted, s)
+		}
+	}
+	slices.SortFunc(sorted, func(a, b source.Shard) int {
+		return parseHashKey(t, a.HashKeyStart).Cmp(parseHashKey(t, b.HashKeyStart))
+	})
+	next := big.NewInt(0)
+	for _, s := range sorted {
+		start, end := parseHashKey(t, s.HashKeyStart), parseHashKey(t, s.HashKeyEnd)
+		if start.Cmp(next) != 0 || end.Cmp(start) < 0 {
+			t.Fatalf("open shard %s covers [%s, %s]; want it to start at %s: %+v", s.ID, start, end, next, ss)
+		}
 		next = new(big.Int).Add(end, big.NewInt(1))
 	}
 	if new(big.Int).Sub(next, big.NewInt(1)).Cmp(maxHashKey) != 0 {
-		t.Fatalf("shard ranges end at %s, want 2^128-1", new(big.Int).Sub(next, big.NewInt(1)))
+		t.Fatalf("open shard ranges end at %s, want 2^128-1: %+v", new(big.Int).Sub(next, big.NewInt(1)), ss)
 	}
+	return sorted
 }
 
 // collector reads shards and checks what the contract says of every batch.
@@ -158,21 +181,49 @@ type collector struct {
 func newCollector(t *testing.T, src source.Source, ss []source.Shard) *collector {
 	c := &collector{t: t, src: src, readers: map[string]source.ShardReader{}, got: map[string][]source.Event{}}
 	for _, s := range ss {
-		r, err := src.Open(ctxT(t), s.ID, "")
-		if err != nil {
-			t.Fatalf("Open(%s, \"\"): %v", s.ID, err)
-		}
-		t.Cleanup(func() { r.Close() })
-		c.readers[s.ID] = r
+		c.open(s.ID)
 	}
 	return c
 }
 
+// open opens a reader of shard id at its start.
+func (c *collector) open(id string) {
+	c.t.Helper()
+	c.openAt(id, "")
+}
+
+// openAt opens a reader of shard id after sequence number after.
+func (c *collector) openAt(id, after string) {
+	c.t.Helper()
+	r, err := c.src.Open(ctxT(c.t), id, after)
+	if err != nil {
+		c.t.Fatalf("Open(%s, %q): %v", id, after, err)
+	}
+	c.t.Cleanup(func() { r.Close() })
+	c.readers[id] = r
+}
+
 // read reads one batch of shard and checks it.
 func (c *collector) read(id string, max int, wait time.Duration) source.Batch {
+	c.t.Helper()
+	b, ended := c.readOrEnd(id, max, wait)
+	if ended {
+		c.t.Fatalf("Read(%s) returned ErrShardEnded on a shard that was never closed", id)
+	}
+	return b
+}
+
+// readOrEnd is read that also takes source.ErrShardEnded, reporting it as ended.
+func (c *collector) readOrEnd(id string, max int, wait time.Duration) (b source.Batch, ended bool) {
 	t := c.t
 	t.Helper()
 	b, err := c.readers[id].Read(ctxT(t), max, wait)
+	if errors.Is(err, source.ErrShardEnded) {
+		if len(b.Events) != 0 {
+			t.Fatalf("Read(%s) returned %d events with ErrShardEnded", id, len(b.Events))
+		}
+		return b, true
+	}
 	if err != nil {
 		t.Fatalf("Read(%s): %v", id, err)
 	}
@@ -198,7 +249,7 @@ func (c *collector) read(id string, max int, wait time.Duration) source.Batch {
 		c.got[id] = append(c.got[id], e)
 		c.total++
 	}
-	return b
+	return b, false
 }
 
 // readAll reads every shard round-robin until want events were read in all, then checks that
@@ -223,6 +274,16 @@ func (c *collector) readAll(want int) {
 			t.Fatalf("Read(%s) after the end returned %d more events", id, len(b.Events))
 		}
 	}
+}
+
+// writerBatch is batch b of writer w in the concurrent tests: per records, over the keys
+// "w<w>-k0" to "w<w>-k2" in turn.
+func writerBatch(w, b, per int) []Record {
+	recs := make([]Record, per)
+	for i := range recs {
+		recs[i] = record(fmt.Sprintf("w%d-k%d", w, i%3), b*per+i)
+	}
+	return recs
 }
 
 func appendT(t *testing.T, app Appender, recs []Record) {
@@ -434,10 +495,7 @@ func testConcurrent(t *testing.T, newSource Factory) {
 		go func() {
 			defer wg.Done()
 			for b := 0; b < batches; b++ {
-				var recs []Record
-				for i := 0; i < per; i++ {
-					recs = append(recs, record(fmt.Sprintf("w%d-k%d", w, i%3), b*per+i))
-				}
+				recs := writerBatch(w, b, per)
 				if err := app(ctxT(t), recs); err != nil {
 					t.Errorf("writer %d: %v", w, err)
 					return
