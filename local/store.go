@@ -26,15 +26,19 @@
 //	    PRIMARY KEY (projection, collection, key). doc is the JSON object text; shard_id and seq
 //	    name the write that last changed it; updated_ms is that write's wall-clock time (ms since
 //	    the Unix epoch). Deleted documents are removed.
-//	cursors(projection TEXT, shard_id TEXT, seq TEXT, epoch INTEGER, updated_ms INTEGER)
-//	    PRIMARY KEY (projection, shard_id). seq is "" until something is saved.
+//	cursors(projection TEXT, shard_id TEXT, seq TEXT, epoch INTEGER, updated_ms INTEGER,
+//	    stopped TEXT, stopped_ms INTEGER) PRIMARY KEY (projection, shard_id). seq is "" until
+//	    something is saved; stopped is "" and stopped_ms 0 unless the shard is stopped
+//	    (cursorstore.Cursor.Stopped, StoppedMs).
 //	leases(projection TEXT, shard_id TEXT, owner TEXT, counter INTEGER, epoch INTEGER,
 //	    parent_ids TEXT, state TEXT) PRIMARY KEY (projection, shard_id). parent_ids is a JSON array.
 //	applied(projection TEXT, shard_id TEXT, seq TEXT, epoch INTEGER)
 //	    PRIMARY KEY (projection, shard_id): the last sequence number and the highest epoch whose
 //	    read-model writes were applied from a shard (the Apply fence).
 //
-// PRAGMA user_version holds the schema version (SchemaVersion).
+// PRAGMA user_version holds the schema version (SchemaVersion). Open upgrades a database written
+// by an older version in place, in one transaction (version 1 -> 2 added the cursors' stopped
+// columns); a database of a newer version is refused with ErrSchema.
 //
 // # Querying read models
 //
@@ -68,7 +72,7 @@ import (
 const FileName = "projhost.db"
 
 // SchemaVersion is the schema version this package writes (PRAGMA user_version).
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // DefaultBusyTimeout is how long a write waits for another process's write lock by default.
 const DefaultBusyTimeout = 5 * time.Second
@@ -159,7 +163,12 @@ func openSQLite(path string, busy time.Duration) (*sql.DB, error) {
 	return db, nil
 }
 
-const schema = `
+// migrations[i] upgrades a database of schema version i to version i+1; a new database runs
+// them all, so every migration is exercised by every test. A released migration is never edited:
+// a schema change is a new migration appended here (and SchemaVersion raised).
+var migrations = []string{
+	// 0 -> 1: the first schema.
+	`
 CREATE TABLE IF NOT EXISTS docs (
 	projection TEXT NOT NULL,
 	collection TEXT NOT NULL,
@@ -195,8 +204,16 @@ CREATE TABLE IF NOT EXISTS applied (
 	epoch      INTEGER NOT NULL,
 	PRIMARY KEY (projection, shard_id)
 ) WITHOUT ROWID;
-`
+`,
+	// 1 -> 2: stopped shards (cursorstore.Store.Stop).
+	`
+ALTER TABLE cursors ADD COLUMN stopped TEXT NOT NULL DEFAULT '';
+ALTER TABLE cursors ADD COLUMN stopped_ms INTEGER NOT NULL DEFAULT 0;
+`,
+}
 
+// migrate brings the database to SchemaVersion in one write transaction (so concurrent Opens of
+// an old database migrate it once, and a failed migration leaves it as it was).
 func (s *Store) migrate(ctx context.Context) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		var v int
@@ -206,8 +223,13 @@ func (s *Store) migrate(ctx context.Context) error {
 		if v > SchemaVersion {
 			return fmt.Errorf("%w: %s has schema version %d, this program knows %d", ErrSchema, s.path, v, SchemaVersion)
 		}
-		if _, err := tx.ExecContext(ctx, schema); err != nil {
-			return fmt.Errorf("create tables: %w", err)
+		if v == SchemaVersion {
+			return nil
+		}
+		for ; v < SchemaVersion; v++ {
+			if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+				return fmt.Errorf("migrate schema %d to %d: %w", v, v+1, err)
+			}
 		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion))
 		return err
