@@ -28,33 +28,25 @@ import (
 // Run runs the suite. newStore returns the store under test.
 func Run(t *testing.T, newStore func(t *testing.T) cursorstore.Store) {
 	t.Helper()
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s cursorstore.Store)
-	}{
-		{"GetMissing", testGetMissing},
-		{"ClaimCreates", testClaimCreates},
-		{"ClaimRaisesAndFences", testClaimRaisesAndFences},
-		{"SaveAndGet", testSaveAndGet},
-		{"SaveFenced", testSaveFenced},
-		{"SaveBackwards", testSaveBackwards},
-		{"NumericOrder", testNumericOrder},
-		{"Isolation", testIsolation},
-		{"ZombieHandoff", testZombieHandoff},
-		{"RaceClaim", testRaceClaim},
-		{"RaceSave", testRaceSave},
-		{"StopFenced", testStopFenced},
-		{"StopKeptBySaveAndClaim", testStopKept},
-		{"StopAgain", testStopAgain},
-		{"StopEmptyReason", testStopEmptyReason},
-		{"Resume", testResume},
-		{"RaceStopSave", testRaceStopSave},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.fn(t, newStore(t))
-		})
-	}
+	suitekit.Run(t, newStore, []suitekit.Case[cursorstore.Store]{
+		{Name: "GetMissing", Fn: testGetMissing},
+		{Name: "ClaimCreates", Fn: testClaimCreates},
+		{Name: "ClaimRaisesAndFences", Fn: testClaimRaisesAndFences},
+		{Name: "SaveAndGet", Fn: testSaveAndGet},
+		{Name: "SaveFenced", Fn: testSaveFenced},
+		{Name: "SaveBackwards", Fn: testSaveBackwards},
+		{Name: "NumericOrder", Fn: testNumericOrder},
+		{Name: "Isolation", Fn: testIsolation},
+		{Name: "ZombieHandoff", Fn: testZombieHandoff},
+		{Name: "RaceClaim", Fn: testRaceClaim},
+		{Name: "RaceSave", Fn: testRaceSave},
+		{Name: "StopFenced", Fn: testStopFenced},
+		{Name: "StopKeptBySaveAndClaim", Fn: testStopKept},
+		{Name: "StopAgain", Fn: testStopAgain},
+		{Name: "StopEmptyReason", Fn: testStopEmptyReason},
+		{Name: "Resume", Fn: testResume},
+		{Name: "RaceStopSave", Fn: testRaceStopSave},
+	})
 }
 
 const shard = "shardId-000000000000"

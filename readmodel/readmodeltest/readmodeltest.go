@@ -35,30 +35,22 @@ import (
 // Run runs the suite. newStore returns the store under test.
 func Run(t *testing.T, newStore func(t *testing.T) readmodel.Store) {
 	t.Helper()
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s readmodel.Store)
-	}{
-		{"GetMissing", testGetMissing},
-		{"PutGet", testPutGet},
-		{"LastWriteWins", testLastWriteWins},
-		{"Delete", testDelete},
-		{"Replay", testReplay},
-		{"ReplayAfterDelete", testReplayAfterDelete},
-		{"ShardsIndependent", testShardsIndependent},
-		{"Fenced", testFenced},
-		{"NewOwnerBehind", testNewOwnerBehind},
-		{"Scan", testScan},
-		{"LargeWrite", testLargeWrite},
-		{"RaceEpochs", testRaceEpochs},
-		{"RaceShards", testRaceShards},
-		{"Commit", func(t *testing.T, s readmodel.Store) { testCommit(t, s, nil) }},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.fn(t, newStore(t))
-		})
-	}
+	suitekit.Run(t, newStore, []suitekit.Case[readmodel.Store]{
+		{Name: "GetMissing", Fn: testGetMissing},
+		{Name: "PutGet", Fn: testPutGet},
+		{Name: "LastWriteWins", Fn: testLastWriteWins},
+		{Name: "Delete", Fn: testDelete},
+		{Name: "Replay", Fn: testReplay},
+		{Name: "ReplayAfterDelete", Fn: testReplayAfterDelete},
+		{Name: "ShardsIndependent", Fn: testShardsIndependent},
+		{Name: "Fenced", Fn: testFenced},
+		{Name: "NewOwnerBehind", Fn: testNewOwnerBehind},
+		{Name: "Scan", Fn: testScan},
+		{Name: "LargeWrite", Fn: testLargeWrite},
+		{Name: "RaceEpochs", Fn: testRaceEpochs},
+		{Name: "RaceShards", Fn: testRaceShards},
+		{Name: "Commit", Fn: func(t *testing.T, s readmodel.Store) { testCommit(t, s, nil) }},
+	})
 }
 
 // RunCommitter checks readmodel.Committer together with the cursor store the committer writes
