@@ -5,6 +5,8 @@ import (
 
 	"github.com/projhost/projhost/cursorstore"
 	"github.com/projhost/projhost/cursorstore/cursortest"
+	"github.com/projhost/projhost/deadletter"
+	"github.com/projhost/projhost/deadletter/deadlettertest"
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/readmodel/readmodeltest"
 	"github.com/projhost/projhost/shardmap"
@@ -44,4 +46,9 @@ func TestSharedStore(t *testing.T) {
 	leasetest.Run(t, func(t *testing.T) shardmap.LeaseStore { return s.Leases() })
 	cursortest.Run(t, func(t *testing.T) cursorstore.Store { return s.Cursors() })
 	readmodeltest.Run(t, func(t *testing.T) readmodel.Store { return s.ReadModels() })
+	deadlettertest.Run(t, func(t *testing.T) deadletter.Store { return s.DeadLetters() })
+}
+
+func TestDeadLetterConformance(t *testing.T) {
+	deadlettertest.Run(t, func(t *testing.T) deadletter.Store { return openTest(t).DeadLetters() })
 }

@@ -1,12 +1,14 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"path/filepath"
 	"testing"
 
 	"github.com/projhost/projhost/cursorstore"
+	"github.com/projhost/projhost/deadletter"
 	"github.com/projhost/projhost/readmodel"
 )
 
@@ -63,9 +65,13 @@ func TestMigrateV1(t *testing.T) {
 		if err != nil || !ok || string(doc) != `{"n":1}` {
 			t.Fatalf("migrated document = %s, %v, %v", doc, ok, err)
 		}
+		l := deadletter.Letter{Projection: "p", ShardID: "s", Seq: "40", Data: []byte{0, 1, 2}, State: deadletter.StateFailed}
 		if i == 0 {
 			if err := s.Cursors().Stop(ctx, "p", "s", 3, "stopped after the migration"); err != nil {
 				t.Fatal(err)
+			}
+			if err := s.DeadLetters().Put(ctx, l); err != nil {
+				t.Fatalf("Put of a dead letter after the migration: %v", err)
 			}
 			// The applied fence survived: a replay of seq 42 changes nothing.
 			w := readmodel.Write{Projection: "p", ShardID: "s", Epoch: 3, Seq: "42",
@@ -76,6 +82,9 @@ func TestMigrateV1(t *testing.T) {
 			if err := s.Cursors().Resume(ctx, "p", "s"); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if got, err := s.DeadLetters().Get(ctx, "p", "s", "40"); err != nil || !bytes.Equal(got.Data, l.Data) {
+			t.Fatalf("dead letter after the migration = %+v, %v", got, err)
 		}
 		s.Close()
 	}

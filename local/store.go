@@ -1,15 +1,17 @@
 // Package local is projhost's embedded storage: one SQLite database file (pure-Go driver
-// modernc.org/sqlite, no cgo) holding leases, cursors and read models, so a local run needs no
-// setup (DESIGN §5). Several worker processes may open the same directory at once; leases are
+// modernc.org/sqlite, no cgo) holding leases, cursors, read models and dead letters, so a local
+// run needs no setup (DESIGN §5). Several worker processes may open the same directory at once; leases are
 // how they coordinate, and SQLite's file locks serialise their writes.
 //
-// A Store hands out three views of the same database:
+// A Store hands out four views of the same database:
 //
 //   - Leases() implements shardmap.LeaseStore;
 //   - Cursors() implements cursorstore.Store;
 //   - ReadModels() implements readmodel.Store and readmodel.Committer. Commit applies a batch's
 //     mutations and saves the shard's cursor in one transaction, which makes local runs
-//     exactly-once (DESIGN §3).
+//     exactly-once (DESIGN §3). With readmodel.Write.Replay set, the same transaction moves the
+//     replayed dead letter to deadletter.StateReplayed;
+//   - DeadLetters() implements deadletter.Store.
 //
 // (One type cannot implement both cursorstore.Store and readmodel.Store: their Get methods differ.)
 //
@@ -20,7 +22,8 @@
 // corrupts the file. Writes use BEGIN IMMEDIATE and wait up to the busy timeout (default 5 s,
 // WithBusyTimeout) for another process's write; past that they fail with ErrBusy.
 //
-// Tables (all WITHOUT ROWID; sequence numbers are decimal strings as the source returned them):
+// Tables (all but deadletters WITHOUT ROWID; sequence numbers are decimal strings as the source
+// returned them):
 //
 //	docs(projection TEXT, collection TEXT, key TEXT, doc TEXT, shard_id TEXT, seq TEXT, updated_ms INTEGER)
 //	    PRIMARY KEY (projection, collection, key). doc is the JSON object text; shard_id and seq
@@ -35,10 +38,17 @@
 //	applied(projection TEXT, shard_id TEXT, seq TEXT, epoch INTEGER)
 //	    PRIMARY KEY (projection, shard_id): the last sequence number and the highest epoch whose
 //	    read-model writes were applied from a shard (the Apply fence).
+//	deadletters(projection TEXT, shard_id TEXT, seq TEXT, partition_key TEXT, arrival_ms INTEGER,
+//	    data BLOB, error_kind TEXT, error TEXT, attempts INTEGER, first_failure_ms INTEGER,
+//	    last_failure_ms INTEGER, state TEXT, replayed_seq TEXT) PRIMARY KEY (projection, shard_id,
+//	    seq), a rowid table (rows hold whole events). One row per deadletter.Letter: data is the
+//	    event's bytes; the failure times are ms since the Unix epoch, NULL when unknown; state is a
+//	    deadletter.State; replayed_seq is "" until replayed. Sequence numbers have no leading
+//	    zeros, so ORDER BY shard_id, length(seq), seq lists letters in the shard's order.
 //
 // PRAGMA user_version holds the schema version (SchemaVersion). Open upgrades a database written
 // by an older version in place, in one transaction (version 1 -> 2 added the cursors' stopped
-// columns); a database of a newer version is refused with ErrSchema.
+// columns and the deadletters table); a database of a newer version is refused with ErrSchema.
 //
 // # Querying read models
 //
@@ -205,10 +215,28 @@ CREATE TABLE IF NOT EXISTS applied (
 	PRIMARY KEY (projection, shard_id)
 ) WITHOUT ROWID;
 `,
-	// 1 -> 2: stopped shards (cursorstore.Store.Stop).
+	// 1 -> 2: stopped shards (cursorstore.Store.Stop) and dead letters (deadletter.Store). A
+	// rowid table, unlike the others: its rows hold whole events (up to 1 MiB), and SQLite keeps
+	// large rows better in a rowid table than in a WITHOUT ROWID one.
 	`
 ALTER TABLE cursors ADD COLUMN stopped TEXT NOT NULL DEFAULT '';
 ALTER TABLE cursors ADD COLUMN stopped_ms INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE deadletters (
+	projection       TEXT NOT NULL,
+	shard_id         TEXT NOT NULL,
+	seq              TEXT NOT NULL,
+	partition_key    TEXT NOT NULL,
+	arrival_ms       INTEGER NOT NULL,
+	data             BLOB NOT NULL,
+	error_kind       TEXT NOT NULL,
+	error            TEXT NOT NULL,
+	attempts         INTEGER NOT NULL,
+	first_failure_ms INTEGER,
+	last_failure_ms  INTEGER,
+	state            TEXT NOT NULL,
+	replayed_seq     TEXT NOT NULL,
+	PRIMARY KEY (projection, shard_id, seq)
+);
 `,
 }
 
