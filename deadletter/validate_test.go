@@ -2,27 +2,8 @@ package deadletter
 
 import (
 	"errors"
-	"strings"
 	"testing"
 )
-
-func TestValidSeq(t *testing.T) {
-	for _, tt := range []struct {
-		seq  string
-		want bool
-	}{
-		{"0", true}, {"7", true}, {"10", true},
-		{"49590338271490256608559692538361571095921575989136588898", true},
-		{"1" + strings.Repeat("0", 128), true},  // 129 digits
-		{"1" + strings.Repeat("0", 129), false}, // 130
-		{"", false}, {"00", false}, {"007", false}, {"-1", false}, {"+1", false}, {"1.5", false},
-		{"1e3", false}, {" 1", false}, {"1 ", false}, {"١", false}, // Arabic-Indic digit one
-	} {
-		if got := ValidSeq(tt.seq); got != tt.want {
-			t.Errorf("ValidSeq(%q) = %v, want %v", tt.seq, got, tt.want)
-		}
-	}
-}
 
 func TestLetterValidate(t *testing.T) {
 	ok := Letter{Projection: "p", ShardID: "s", Seq: "1", State: StateFailed}
