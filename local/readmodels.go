@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	"github.com/projhost/projhost/cursorstore"
+	"github.com/projhost/projhost/deadletter"
+	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/source"
 )
@@ -18,7 +20,9 @@ import (
 // Apply and Commit run in one IMMEDIATE transaction each. A shard's writes are fenced by the
 // highest epoch seen for it, from earlier writes or from a cursor Claim, and skipped when their
 // sequence number is not above both the last applied one and the saved cursor, so a write is
-// applied entirely or not at all.
+// applied entirely or not at all. A dead-letter replay write (readmodel.Write.Replay) is
+// skipped instead when its letter (table deadletters) is replayed already, and marks it
+// replayed in its transaction.
 type ReadModels struct{ s *Store }
 
 var (
@@ -79,17 +83,37 @@ func (r *ReadModels) Scan(ctx context.Context, projection, collection string) ([
 // happens when w.Seq is not above the shard's last applied sequence number (a replay).
 // ErrInvalid for a malformed sequence number, an empty collection or key, or a document that is
 // not a JSON object; then nothing is applied.
+//
+// With w.Replay set (a dead-letter replay), the mutations are applied whatever w.Seq is, and the
+// dead letter (w.Projection, w.ShardID, w.Replay) moves from deadletter.StateReplayRequested to
+// deadletter.StateReplayed with ReplayedSeq w.Seq, in the same transaction; when the letter is
+// replayed already, nothing changes and Apply returns nil (so a repeated replay applies once).
+// Errors then also: deadletter.ErrNotFound (no such letter), deadletter.ErrState (the letter is
+// failed or dropped), ErrInvalid (w.Replay not a canonical sequence number, or above w.Seq).
 func (r *ReadModels) Apply(ctx context.Context, w readmodel.Write) error {
 	return r.apply(ctx, w, false)
 }
 
 // Commit applies w like Apply and sets the cursor of (w.Projection, w.ShardID) to w.Seq with
-// epoch w.Epoch, in one transaction. Errors: an error wrapping both readmodel.ErrFenced and
-// cursorstore.ErrFenced when w.Epoch is older than the cursor's or the shard's last write's
-// epoch; ErrInvalid as for Apply. A replay (w.Seq not above the cursor) changes nothing and
-// returns nil. A Commit with an epoch newer than the cursor's raises it, like a Claim.
+// epoch w.Epoch, in one transaction; the cursor's stopped state is kept. Errors: an error
+// wrapping both readmodel.ErrFenced and cursorstore.ErrFenced when w.Epoch is older than the
+// cursor's or the shard's last write's epoch; ErrInvalid as for Apply. A replay (w.Seq not
+// above the cursor) changes nothing and returns nil. A Commit with an epoch newer than the
+// cursor's raises it, like a Claim.
+//
+// With w.Replay set, Commit is Apply's dead-letter replay plus the cursor (epoch raised, Seq
+// kept): w.Seq must be the stored cursor, since a replay write carries no new events (an error
+// wrapping cursorstore.ErrBackwards when below it, ErrInvalid when above). A replay whose letter
+// is replayed already changes nothing and returns nil, wherever the cursor is by then.
 func (r *ReadModels) Commit(ctx context.Context, w readmodel.Write) error {
 	return r.apply(ctx, w, true)
+}
+
+// shardState is what the fence of a write reads: the applied row and the cursor.
+type shardState struct {
+	appliedSeq   string
+	appliedEpoch int64
+	cur          cursorstore.Cursor
 }
 
 func (r *ReadModels) apply(ctx context.Context, w readmodel.Write, commit bool) error {
@@ -102,34 +126,29 @@ func (r *ReadModels) apply(ctx context.Context, w readmodel.Write, commit bool) 
 	}
 	err := r.s.write(ctx, func(tx *sql.Tx) error {
 		// Fence: the highest epoch seen for the shard, from writes or from a cursor claim.
-		var appliedSeq string
-		var appliedEpoch int64
+		var st shardState
 		err := tx.QueryRowContext(ctx, `SELECT seq, epoch FROM applied WHERE projection = ? AND shard_id = ?`,
-			w.Projection, w.ShardID).Scan(&appliedSeq, &appliedEpoch)
+			w.Projection, w.ShardID).Scan(&st.appliedSeq, &st.appliedEpoch)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		cur, err := getCursor(ctx, tx, w.Projection, w.ShardID)
-		if err != nil {
+		if st.cur, err = getCursor(ctx, tx, w.Projection, w.ShardID); err != nil {
 			return err
 		}
-		if fence := max(appliedEpoch, cur.Epoch); w.Epoch < fence {
+		if fence := max(st.appliedEpoch, st.cur.Epoch); w.Epoch < fence {
 			return fmt.Errorf("epoch %d is older than epoch %d seen for the shard: %w (%w)",
 				w.Epoch, fence, readmodel.ErrFenced, cursorstore.ErrFenced)
 		}
-		done := appliedSeq
-		if source.CompareSeq(cur.Seq, done) > 0 {
-			done = cur.Seq
+		if w.Replay != "" {
+			return applyReplay(ctx, tx, w, commit, st)
+		}
+		done := st.appliedSeq
+		if source.CompareSeq(st.cur.Seq, done) > 0 {
+			done = st.cur.Seq
 		}
 		if done != "" && source.CompareSeq(w.Seq, done) <= 0 {
 			// A replay: effects already applied. Still record the newer epoch as the fence.
-			if w.Epoch > appliedEpoch {
-				_, err := tx.ExecContext(ctx, `INSERT INTO applied (projection, shard_id, seq, epoch) VALUES (?, ?, ?, ?)
-					ON CONFLICT (projection, shard_id) DO UPDATE SET epoch = excluded.epoch`,
-					w.Projection, w.ShardID, appliedSeq, w.Epoch)
-				return err
-			}
-			return nil
+			return raiseAppliedEpoch(ctx, tx, w, st)
 		}
 		if err := applyMutations(ctx, tx, w); err != nil {
 			return err
@@ -146,6 +165,52 @@ func (r *ReadModels) apply(ctx context.Context, w readmodel.Write, commit bool) 
 	})
 	if err != nil {
 		return fmt.Errorf("local: %s %s/%s seq %s: %w", op, w.Projection, w.ShardID, w.Seq, err)
+	}
+	return nil
+}
+
+// raiseAppliedEpoch records w.Epoch as the shard's fence when it is newer, keeping the applied
+// sequence number.
+func raiseAppliedEpoch(ctx context.Context, tx *sql.Tx, w readmodel.Write, st shardState) error {
+	if w.Epoch <= st.appliedEpoch {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO applied (projection, shard_id, seq, epoch) VALUES (?, ?, ?, ?)
+		ON CONFLICT (projection, shard_id) DO UPDATE SET epoch = excluded.epoch`,
+		w.Projection, w.ShardID, st.appliedSeq, w.Epoch)
+	return err
+}
+
+// applyReplay applies a dead-letter replay write (past the epoch fence) inside tx: the letter
+// w.Replay decides, not the sequence numbers.
+func applyReplay(ctx context.Context, tx *sql.Tx, w readmodel.Write, commit bool, st shardState) error {
+	state, err := letterState(ctx, tx, w.Projection, w.ShardID, w.Replay)
+	if err != nil {
+		return err
+	}
+	if state == deadletter.StateReplayed {
+		return raiseAppliedEpoch(ctx, tx, w, st) // applied before: once is enough
+	}
+	if commit && w.Seq != st.cur.Seq {
+		if source.CompareSeq(w.Seq, st.cur.Seq) < 0 {
+			return fmt.Errorf("replay write at seq %s is below the cursor %s: %w", w.Seq, st.cur.Seq, cursorstore.ErrBackwards)
+		}
+		return fmt.Errorf("replay write at seq %s is not at the cursor %s (a replay carries no new events): %w",
+			w.Seq, st.cur.Seq, ErrInvalid)
+	}
+	if err := transitionLetter(ctx, tx, w.Projection, w.ShardID, w.Replay,
+		[]deadletter.State{deadletter.StateReplayRequested}, deadletter.StateReplayed, w.Seq); err != nil {
+		return fmt.Errorf("replay of %s: %w", w.Replay, err)
+	}
+	if err := applyMutations(ctx, tx, w); err != nil {
+		return err
+	}
+	if err := raiseAppliedEpoch(ctx, tx, w, st); err != nil {
+		return err
+	}
+	if commit {
+		st.cur.Epoch = w.Epoch
+		return putCursor(ctx, tx, st.cur)
 	}
 	return nil
 }
@@ -188,6 +253,10 @@ func validateWrite(w readmodel.Write) error {
 	if !validSeq(w.Seq) {
 		return fmt.Errorf("local: write %s/%s: sequence number %q is not a decimal number: %w",
 			w.Projection, w.ShardID, w.Seq, ErrInvalid)
+	}
+	if w.Replay != "" && (!event.ValidSeq(w.Replay) || source.CompareSeq(w.Replay, w.Seq) > 0) {
+		return fmt.Errorf("local: write %s/%s seq %s: replay of %q: not a canonical sequence number at or below the write's: %w",
+			w.Projection, w.ShardID, w.Seq, w.Replay, ErrInvalid)
 	}
 	for i, m := range w.Mutations {
 		if m.Collection == "" || m.Key == "" {

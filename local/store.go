@@ -1,15 +1,17 @@
 // Package local is projhost's embedded storage: one SQLite database file (pure-Go driver
-// modernc.org/sqlite, no cgo) holding leases, cursors and read models, so a local run needs no
-// setup (DESIGN §5). Several worker processes may open the same directory at once; leases are
+// modernc.org/sqlite, no cgo) holding leases, cursors, read models and dead letters, so a local
+// run needs no setup (DESIGN §5). Several worker processes may open the same directory at once; leases are
 // how they coordinate, and SQLite's file locks serialise their writes.
 //
-// A Store hands out three views of the same database:
+// A Store hands out four views of the same database:
 //
 //   - Leases() implements shardmap.LeaseStore;
 //   - Cursors() implements cursorstore.Store;
 //   - ReadModels() implements readmodel.Store and readmodel.Committer. Commit applies a batch's
 //     mutations and saves the shard's cursor in one transaction, which makes local runs
-//     exactly-once (DESIGN §3).
+//     exactly-once (DESIGN §3). With readmodel.Write.Replay set, the same transaction moves the
+//     replayed dead letter to deadletter.StateReplayed;
+//   - DeadLetters() implements deadletter.Store.
 //
 // (One type cannot implement both cursorstore.Store and readmodel.Store: their Get methods differ.)
 //
@@ -20,21 +22,33 @@
 // corrupts the file. Writes use BEGIN IMMEDIATE and wait up to the busy timeout (default 5 s,
 // WithBusyTimeout) for another process's write; past that they fail with ErrBusy.
 //
-// Tables (all WITHOUT ROWID; sequence numbers are decimal strings as the source returned them):
+// Tables (all but deadletters WITHOUT ROWID; sequence numbers are decimal strings as the source
+// returned them):
 //
 //	docs(projection TEXT, collection TEXT, key TEXT, doc TEXT, shard_id TEXT, seq TEXT, updated_ms INTEGER)
 //	    PRIMARY KEY (projection, collection, key). doc is the JSON object text; shard_id and seq
 //	    name the write that last changed it; updated_ms is that write's wall-clock time (ms since
 //	    the Unix epoch). Deleted documents are removed.
-//	cursors(projection TEXT, shard_id TEXT, seq TEXT, epoch INTEGER, updated_ms INTEGER)
-//	    PRIMARY KEY (projection, shard_id). seq is "" until something is saved.
+//	cursors(projection TEXT, shard_id TEXT, seq TEXT, epoch INTEGER, updated_ms INTEGER,
+//	    stopped TEXT, stopped_ms INTEGER) PRIMARY KEY (projection, shard_id). seq is "" until
+//	    something is saved; stopped is "" and stopped_ms 0 unless the shard is stopped
+//	    (cursorstore.Cursor.Stopped, StoppedMs).
 //	leases(projection TEXT, shard_id TEXT, owner TEXT, counter INTEGER, epoch INTEGER,
 //	    parent_ids TEXT, state TEXT) PRIMARY KEY (projection, shard_id). parent_ids is a JSON array.
 //	applied(projection TEXT, shard_id TEXT, seq TEXT, epoch INTEGER)
 //	    PRIMARY KEY (projection, shard_id): the last sequence number and the highest epoch whose
 //	    read-model writes were applied from a shard (the Apply fence).
+//	deadletters(projection TEXT, shard_id TEXT, seq TEXT, partition_key TEXT, arrival_ms INTEGER,
+//	    data BLOB, error_kind TEXT, error TEXT, attempts INTEGER, first_failure_ms INTEGER,
+//	    last_failure_ms INTEGER, state TEXT, replayed_seq TEXT) PRIMARY KEY (projection, shard_id,
+//	    seq), a rowid table (rows hold whole events). One row per deadletter.Letter: data is the
+//	    event's bytes; the failure times are ms since the Unix epoch, NULL when unknown; state is a
+//	    deadletter.State; replayed_seq is "" until replayed. Sequence numbers have no leading
+//	    zeros, so ORDER BY shard_id, length(seq), seq lists letters in the shard's order.
 //
-// PRAGMA user_version holds the schema version (SchemaVersion).
+// PRAGMA user_version holds the schema version (SchemaVersion). Open upgrades a database written
+// by an older version in place, in one transaction (version 1 -> 2 added the cursors' stopped
+// columns and the deadletters table); a database of a newer version is refused with ErrSchema.
 //
 // # Querying read models
 //
@@ -68,7 +82,7 @@ import (
 const FileName = "projhost.db"
 
 // SchemaVersion is the schema version this package writes (PRAGMA user_version).
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // DefaultBusyTimeout is how long a write waits for another process's write lock by default.
 const DefaultBusyTimeout = 5 * time.Second
@@ -159,7 +173,12 @@ func openSQLite(path string, busy time.Duration) (*sql.DB, error) {
 	return db, nil
 }
 
-const schema = `
+// migrations[i] upgrades a database of schema version i to version i+1; a new database runs
+// them all, so every migration is exercised by every test. A released migration is never edited:
+// a schema change is a new migration appended here (and SchemaVersion raised).
+var migrations = []string{
+	// 0 -> 1: the first schema.
+	`
 CREATE TABLE IF NOT EXISTS docs (
 	projection TEXT NOT NULL,
 	collection TEXT NOT NULL,
@@ -195,8 +214,34 @@ CREATE TABLE IF NOT EXISTS applied (
 	epoch      INTEGER NOT NULL,
 	PRIMARY KEY (projection, shard_id)
 ) WITHOUT ROWID;
-`
+`,
+	// 1 -> 2: stopped shards (cursorstore.Store.Stop) and dead letters (deadletter.Store). A
+	// rowid table, unlike the others: its rows hold whole events (up to 1 MiB), and SQLite keeps
+	// large rows better in a rowid table than in a WITHOUT ROWID one.
+	`
+ALTER TABLE cursors ADD COLUMN stopped TEXT NOT NULL DEFAULT '';
+ALTER TABLE cursors ADD COLUMN stopped_ms INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE deadletters (
+	projection       TEXT NOT NULL,
+	shard_id         TEXT NOT NULL,
+	seq              TEXT NOT NULL,
+	partition_key    TEXT NOT NULL,
+	arrival_ms       INTEGER NOT NULL,
+	data             BLOB NOT NULL,
+	error_kind       TEXT NOT NULL,
+	error            TEXT NOT NULL,
+	attempts         INTEGER NOT NULL,
+	first_failure_ms INTEGER,
+	last_failure_ms  INTEGER,
+	state            TEXT NOT NULL,
+	replayed_seq     TEXT NOT NULL,
+	PRIMARY KEY (projection, shard_id, seq)
+);
+`,
+}
 
+// migrate brings the database to SchemaVersion in one write transaction (so concurrent Opens of
+// an old database migrate it once, and a failed migration leaves it as it was).
 func (s *Store) migrate(ctx context.Context) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		var v int
@@ -206,8 +251,13 @@ func (s *Store) migrate(ctx context.Context) error {
 		if v > SchemaVersion {
 			return fmt.Errorf("%w: %s has schema version %d, this program knows %d", ErrSchema, s.path, v, SchemaVersion)
 		}
-		if _, err := tx.ExecContext(ctx, schema); err != nil {
-			return fmt.Errorf("create tables: %w", err)
+		if v == SchemaVersion {
+			return nil
+		}
+		for ; v < SchemaVersion; v++ {
+			if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+				return fmt.Errorf("migrate schema %d to %d: %w", v, v+1, err)
+			}
 		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion))
 		return err

@@ -145,6 +145,7 @@ func newDynEnv(t *testing.T) *dynEnv {
 	prefixSeq.Unlock()
 	out := projhost(t, "tables", "create", "--dynamodb-endpoint", ep, "--table-prefix", prefix)
 	require.Contains(t, out, prefix+"leases")
+	require.Contains(t, out, prefix+"deadletters")
 	c, err := dynamotables.NewClient(context.Background(), dynamotables.WithEndpoint(ep))
 	require.NoError(t, err)
 	t.Cleanup(func() {

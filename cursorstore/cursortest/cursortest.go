@@ -8,7 +8,7 @@
 //
 // The factory is called once per subtest and may return the same backing table every time: each
 // subtest uses fresh projection names. The suite checks only the documented contract (no storage
-// details) with about 150 writes in all. Sequence numbers must come back exactly as saved (no
+// details) with about 200 writes in all. Sequence numbers must come back exactly as saved (no
 // padding), because callers hand them to Source.Open.
 package cursortest
 
@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/projhost/projhost/cursorstore"
 	"github.com/projhost/projhost/internal/suitekit"
@@ -27,27 +28,25 @@ import (
 // Run runs the suite. newStore returns the store under test.
 func Run(t *testing.T, newStore func(t *testing.T) cursorstore.Store) {
 	t.Helper()
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s cursorstore.Store)
-	}{
-		{"GetMissing", testGetMissing},
-		{"ClaimCreates", testClaimCreates},
-		{"ClaimRaisesAndFences", testClaimRaisesAndFences},
-		{"SaveAndGet", testSaveAndGet},
-		{"SaveFenced", testSaveFenced},
-		{"SaveBackwards", testSaveBackwards},
-		{"NumericOrder", testNumericOrder},
-		{"Isolation", testIsolation},
-		{"ZombieHandoff", testZombieHandoff},
-		{"RaceClaim", testRaceClaim},
-		{"RaceSave", testRaceSave},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.fn(t, newStore(t))
-		})
-	}
+	suitekit.Run(t, newStore, []suitekit.Case[cursorstore.Store]{
+		{Name: "GetMissing", Fn: testGetMissing},
+		{Name: "ClaimCreates", Fn: testClaimCreates},
+		{Name: "ClaimRaisesAndFences", Fn: testClaimRaisesAndFences},
+		{Name: "SaveAndGet", Fn: testSaveAndGet},
+		{Name: "SaveFenced", Fn: testSaveFenced},
+		{Name: "SaveBackwards", Fn: testSaveBackwards},
+		{Name: "NumericOrder", Fn: testNumericOrder},
+		{Name: "Isolation", Fn: testIsolation},
+		{Name: "ZombieHandoff", Fn: testZombieHandoff},
+		{Name: "RaceClaim", Fn: testRaceClaim},
+		{Name: "RaceSave", Fn: testRaceSave},
+		{Name: "StopFenced", Fn: testStopFenced},
+		{Name: "StopKeptBySaveAndClaim", Fn: testStopKept},
+		{Name: "StopAgain", Fn: testStopAgain},
+		{Name: "StopEmptyReason", Fn: testStopEmptyReason},
+		{Name: "Resume", Fn: testResume},
+		{Name: "RaceStopSave", Fn: testRaceStopSave},
+	})
 }
 
 const shard = "shardId-000000000000"
@@ -73,6 +72,17 @@ func expect(t *testing.T, s cursorstore.Store, proj, shardID, seq string, epoch 
 	}
 	if c.Projection != proj || c.ShardID != shardID {
 		t.Fatalf("Get(%s, %s) returned cursor of %s/%s", proj, shardID, c.Projection, c.ShardID)
+	}
+}
+
+// claimSaved claims the cursor of proj/shard with epoch and saves seq.
+func claimSaved(t *testing.T, s cursorstore.Store, proj string, epoch int64, seq string) {
+	t.Helper()
+	if _, err := s.Claim(ctxT(t), proj, shard, epoch); err != nil {
+		t.Fatalf("Claim(%s, epoch %d): %v", proj, epoch, err)
+	}
+	if err := s.Save(ctxT(t), proj, shard, epoch, seq); err != nil {
+		t.Fatalf("Save(%s, epoch %d, %s): %v", proj, epoch, seq, err)
 	}
 }
 
@@ -102,12 +112,7 @@ func testClaimCreates(t *testing.T, s cursorstore.Store) {
 func testClaimRaisesAndFences(t *testing.T, s cursorstore.Store) {
 	ctx := ctxT(t)
 	proj := projection(t)
-	if _, err := s.Claim(ctx, proj, shard, 2); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Save(ctx, proj, shard, 2, "100"); err != nil {
-		t.Fatal(err)
-	}
+	claimSaved(t, s, proj, 2, "100")
 	// Idempotent re-claim keeps the sequence number.
 	c, err := s.Claim(ctx, proj, shard, 2)
 	if err != nil || c.Seq != "100" || c.Epoch != 2 {
@@ -144,12 +149,7 @@ func testSaveAndGet(t *testing.T, s cursorstore.Store) {
 func testSaveFenced(t *testing.T, s cursorstore.Store) {
 	ctx := ctxT(t)
 	proj := projection(t)
-	if _, err := s.Claim(ctx, proj, shard, 3); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Save(ctx, proj, shard, 3, "10"); err != nil {
-		t.Fatal(err)
-	}
+	claimSaved(t, s, proj, 3, "10")
 	// Older epochs are fenced, and so is a newer epoch that never claimed: Save requires the
 	// stored epoch exactly.
 	for _, e := range []int64{2, 0, 4} {
@@ -163,12 +163,7 @@ func testSaveFenced(t *testing.T, s cursorstore.Store) {
 func testSaveBackwards(t *testing.T, s cursorstore.Store) {
 	ctx := ctxT(t)
 	proj := projection(t)
-	if _, err := s.Claim(ctx, proj, shard, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Save(ctx, proj, shard, 1, bigSeq2); err != nil {
-		t.Fatal(err)
-	}
+	claimSaved(t, s, proj, 1, bigSeq2)
 	for _, seq := range []string{bigSeq1, "5"} {
 		err := s.Save(ctx, proj, shard, 1, seq)
 		if !errors.Is(err, cursorstore.ErrBackwards) {
@@ -228,12 +223,7 @@ func testIsolation(t *testing.T, s cursorstore.Store) {
 func testZombieHandoff(t *testing.T, s cursorstore.Store) {
 	ctx := ctxT(t)
 	proj := projection(t)
-	if _, err := s.Claim(ctx, proj, shard, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Save(ctx, proj, shard, 1, "100"); err != nil {
-		t.Fatal(err)
-	}
+	claimSaved(t, s, proj, 1, "100")
 	c, err := s.Claim(ctx, proj, shard, 2)
 	if err != nil || c.Seq != "100" {
 		t.Fatalf("new owner Claim = %+v, %v; want to resume after 100", c, err)
@@ -329,4 +319,180 @@ func testRaceSave(t *testing.T, s cursorstore.Store) {
 	}
 	// The highest non-zombie sequence number is 15000.
 	expect(t, s, proj, shard, "15000", 2)
+}
+
+// expectStopped checks the cursor's stopped state: reason "" means not stopped (StoppedMs 0);
+// otherwise StoppedMs must lie in [from, to] (ms since the Unix epoch, as taken around Stop).
+func expectStopped(t *testing.T, s cursorstore.Store, proj, shardID, reason string, from, to int64) {
+	t.Helper()
+	c, err := s.Get(ctxT(t), proj, shardID)
+	if err != nil {
+		t.Fatalf("Get(%s, %s): %v", proj, shardID, err)
+	}
+	if c.Stopped != reason {
+		t.Fatalf("Get(%s, %s).Stopped = %q, want %q", proj, shardID, c.Stopped, reason)
+	}
+	if reason == "" && c.StoppedMs != 0 {
+		t.Fatalf("Get(%s, %s).StoppedMs = %d for a cursor that is not stopped, want 0", proj, shardID, c.StoppedMs)
+	}
+	if reason != "" && (c.StoppedMs < from || c.StoppedMs > to) {
+		t.Fatalf("Get(%s, %s).StoppedMs = %d, want the time of Stop, in [%d, %d]", proj, shardID, c.StoppedMs, from, to)
+	}
+}
+
+// stop calls Stop and returns the time window around the call (ms since the Unix epoch).
+func stop(t *testing.T, s cursorstore.Store, proj, shardID string, epoch int64, reason string) (from, to int64) {
+	t.Helper()
+	from = time.Now().UnixMilli()
+	if err := s.Stop(ctxT(t), proj, shardID, epoch, reason); err != nil {
+		t.Fatalf("Stop(%s, %s, epoch %d): %v", proj, shardID, epoch, err)
+	}
+	return from, time.Now().UnixMilli()
+}
+
+const reason = `handler failed on seq 17: projhost.fail: "bad record" — ünïcode`
+
+// testStopFenced: Stop requires the stored epoch exactly, like Save, and changes nothing else.
+func testStopFenced(t *testing.T, s cursorstore.Store) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	claimSaved(t, s, proj, 3, bigSeq1)
+	for _, e := range []int64{2, 0, 4} {
+		if err := s.Stop(ctx, proj, shard, e, reason); !errors.Is(err, cursorstore.ErrFenced) {
+			t.Fatalf("Stop with epoch %d (stored 3): err = %v, want ErrFenced", e, err)
+		}
+	}
+	expectStopped(t, s, proj, shard, "", 0, 0)
+	from, to := stop(t, s, proj, shard, 3, reason)
+	expectStopped(t, s, proj, shard, reason, from, to)
+	expect(t, s, proj, shard, bigSeq1, 3)
+	// The stopped state belongs to the one cursor.
+	expectStopped(t, s, proj, "shardId-000000000001", "", 0, 0)
+	expectStopped(t, s, projection(t), shard, "", 0, 0)
+}
+
+// testStopKept: Save and Claim (by the owner or a new one) keep the stopped state; only the
+// owner may stop, so a new owner fences the old one's Stop.
+func testStopKept(t *testing.T, s cursorstore.Store) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	if _, err := s.Claim(ctx, proj, shard, 1); err != nil {
+		t.Fatal(err)
+	}
+	from, to := stop(t, s, proj, shard, 1, reason)
+	if err := s.Save(ctx, proj, shard, 1, "20"); err != nil {
+		t.Fatalf("Save on a stopped cursor: %v", err)
+	}
+	expectStopped(t, s, proj, shard, reason, from, to)
+	expect(t, s, proj, shard, "20", 1)
+	for _, e := range []int64{1, 2} { // re-claim, then a new owner
+		c, err := s.Claim(ctx, proj, shard, e)
+		if err != nil {
+			t.Fatalf("Claim(%d) of a stopped cursor: %v", e, err)
+		}
+		if c.Stopped != reason || c.StoppedMs < from || c.StoppedMs > to || c.Seq != "20" {
+			t.Fatalf("Claim(%d) returned %+v, want seq 20 and the stopped state %q at [%d, %d]", e, c, reason, from, to)
+		}
+		expectStopped(t, s, proj, shard, reason, from, to)
+	}
+	if err := s.Stop(ctx, proj, shard, 1, "zombie"); !errors.Is(err, cursorstore.ErrFenced) {
+		t.Fatalf("Stop by the old owner after a new Claim: err = %v, want ErrFenced", err)
+	}
+	expectStopped(t, s, proj, shard, reason, from, to)
+	expect(t, s, proj, shard, "20", 2)
+}
+
+// testStopAgain: stopping a stopped cursor replaces reason and time; Stop of a missing cursor
+// with epoch 0 (the stored epoch of a missing cursor) stops it.
+func testStopAgain(t *testing.T, s cursorstore.Store) {
+	proj := projection(t)
+	from, to := stop(t, s, proj, shard, 0, "first")
+	expectStopped(t, s, proj, shard, "first", from, to)
+	expect(t, s, proj, shard, "", 0)
+	time.Sleep(2 * time.Millisecond)
+	from, to = stop(t, s, proj, shard, 0, "second")
+	expectStopped(t, s, proj, shard, "second", from, to)
+}
+
+func testStopEmptyReason(t *testing.T, s cursorstore.Store) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	if _, err := s.Claim(ctx, proj, shard, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(ctx, proj, shard, 1, ""); err == nil {
+		t.Fatal("Stop with an empty reason succeeded, want an error")
+	}
+	expectStopped(t, s, proj, shard, "", 0, 0)
+}
+
+// testResume: Resume is not fenced, clears only the stopped state, and is idempotent; resuming a
+// cursor that is not stopped or does not exist changes nothing.
+func testResume(t *testing.T, s cursorstore.Store) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	if err := s.Resume(ctx, proj, shard); err != nil {
+		t.Fatalf("Resume of a missing cursor: %v", err)
+	}
+	c, err := s.Get(ctx, proj, shard)
+	if err != nil || c != (cursorstore.Cursor{Projection: proj, ShardID: shard}) {
+		t.Fatalf("Get after Resume of a missing cursor = %+v, %v; want an empty cursor", c, err)
+	}
+	claimSaved(t, s, proj, 4, bigSeq2)
+	if err := s.Resume(ctx, proj, shard); err != nil {
+		t.Fatalf("Resume of a cursor that is not stopped: %v", err)
+	}
+	expect(t, s, proj, shard, bigSeq2, 4)
+	expectStopped(t, s, proj, shard, "", 0, 0)
+	stop(t, s, proj, shard, 4, reason)
+	for i := range 2 {
+		if err := s.Resume(ctx, proj, shard); err != nil {
+			t.Fatalf("Resume #%d: %v", i+1, err)
+		}
+		expectStopped(t, s, proj, shard, "", 0, 0)
+		expect(t, s, proj, shard, bigSeq2, 4)
+	}
+	// The owner may stop it again, and Save still works.
+	from, to := stop(t, s, proj, shard, 4, "again")
+	expectStopped(t, s, proj, shard, "again", from, to)
+	if err := s.Save(ctx, proj, shard, 4, bigSeq2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testRaceStopSave races the owner's Saves with its Stop: neither loses the other's write (the
+// stopped state survives every Save, the sequence number every Stop).
+func testRaceStopSave(t *testing.T, s cursorstore.Store) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	if _, err := s.Claim(ctx, proj, shard, 1); err != nil {
+		t.Fatal(err)
+	}
+	const n = 12
+	var wg sync.WaitGroup
+	errs := make([]error, n+1)
+	start := make(chan struct{})
+	from := time.Now().UnixMilli()
+	for i := 0; i <= n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if i == n {
+				errs[i] = s.Stop(ctx, proj, shard, 1, reason)
+				return
+			}
+			if err := s.Save(ctx, proj, shard, 1, strconv.Itoa((i+1)*100)); err != nil && !errors.Is(err, cursorstore.ErrBackwards) {
+				errs[i] = err
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	to := time.Now().UnixMilli()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, s, proj, shard, strconv.Itoa(n*100), 1)
+	expectStopped(t, s, proj, shard, reason, from, to)
 }

@@ -3,11 +3,15 @@
 // One item per (projection, shard) in the cursors table (internal/dynamotables):
 //
 //	projection S (HASH), shard S (RANGE), epoch N, seq S (as saved), seqp S (seq zero-padded to
-//	source.SeqWidth so that a string comparison in a condition is a numeric one)
+//	source.SeqWidth so that a string comparison in a condition is a numeric one), stopped S and
+//	stopped_ms N (only while the shard is stopped: Cursor.Stopped, Cursor.StoppedMs)
 //
 // Claim is one UpdateItem conditional on epoch <= new; Save is one UpdateItem conditional on
 // epoch = mine and seqp <= new. When a Save's condition fails the item is read (dynalite returns
-// no item with ReturnValuesOnConditionCheckFailure) to tell ErrFenced from ErrBackwards.
+// no item with ReturnValuesOnConditionCheckFailure) to tell ErrFenced from ErrBackwards. Stop is
+// one UpdateItem conditional on epoch = mine; Resume one UpdateItem removing the stopped
+// attributes, conditional on them existing (so it never creates an item). Claim and Save do not
+// name the stopped attributes, so they keep them.
 package dynamo
 
 import (
@@ -30,6 +34,9 @@ const (
 	attrEpoch = "epoch"
 	attrSeq   = "seq"
 	attrSeqP  = "seqp"
+	// Present only while stopped.
+	attrStopped   = "stopped"
+	attrStoppedMs = "stopped_ms"
 )
 
 // Store is a cursorstore.Store on DynamoDB. It is safe for concurrent use.
@@ -103,10 +110,7 @@ func (s *Store) Claim(ctx context.Context, projection, shardID string, epoch int
 // cursorstore.ErrFenced otherwise; a seq numerically below the stored one: an error wrapping
 // cursorstore.ErrBackwards. Saving the stored seq again succeeds.
 func (s *Store) Save(ctx context.Context, projection, shardID string, epoch int64, seq string) error {
-	cond := "#e = :e AND (attribute_not_exists(#sp) OR #sp <= :sp)"
-	if epoch == 0 {
-		cond = "(attribute_not_exists(#e) OR #e = :e) AND (attribute_not_exists(#sp) OR #sp <= :sp)"
-	}
+	cond := epochCondition(epoch) + " AND (attribute_not_exists(#sp) OR #sp <= :sp)"
 	padded := source.PadSeq(seq)
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
@@ -143,6 +147,60 @@ func (s *Store) Save(ctx context.Context, projection, shardID string, epoch int6
 	return fmt.Errorf("%w: %q/%q is at %s, save of %s refused", cursorstore.ErrBackwards, projection, shardID, cur.Seq, seq)
 }
 
+// epochCondition is the condition "the stored epoch is epoch" (a missing item has epoch 0), on
+// the attribute named #e and the value :e.
+func epochCondition(epoch int64) string {
+	if epoch == 0 {
+		return "(attribute_not_exists(#e) OR #e = :e)"
+	}
+	return "#e = :e"
+}
+
+// Stop records reason as the cursor's stopped state with the current time if the stored epoch
+// equals epoch (a missing cursor has epoch 0; Stop with epoch 0 then creates it):
+// cursorstore.ErrFenced otherwise. Seq is not changed. An empty reason is an error. Stopping a
+// stopped cursor replaces its reason and time.
+func (s *Store) Stop(ctx context.Context, projection, shardID string, epoch int64, reason string) error {
+	if reason == "" {
+		return fmt.Errorf("cursorstore/dynamo: stop cursor %q/%q: empty reason", projection, shardID)
+	}
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      s.key(projection, shardID),
+		UpdateExpression:         aws.String("SET #e = :e, #st = :st, #sm = :sm"),
+		ConditionExpression:      aws.String(epochCondition(epoch)),
+		ExpressionAttributeNames: map[string]string{"#e": attrEpoch, "#st": attrStopped, "#sm": attrStoppedMs},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":e":  num(epoch),
+			":st": &types.AttributeValueMemberS{Value: reason},
+			":sm": num(time.Now().UnixMilli()),
+		},
+	})
+	if dynamotables.IsConditionalCheckFailed(err) {
+		return fmt.Errorf("%w: stop of %q/%q by epoch %d", cursorstore.ErrFenced, projection, shardID, epoch)
+	}
+	if err != nil {
+		return fmt.Errorf("cursorstore/dynamo: stop cursor %q/%q: %w", projection, shardID, err)
+	}
+	return nil
+}
+
+// Resume clears the stopped state (not fenced). A cursor that is not stopped, or does not exist,
+// is left as it is (the write is conditional on the stopped attribute, so no item is created).
+func (s *Store) Resume(ctx context.Context, projection, shardID string) error {
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      s.key(projection, shardID),
+		UpdateExpression:         aws.String("REMOVE #st, #sm"),
+		ConditionExpression:      aws.String("attribute_exists(#st)"),
+		ExpressionAttributeNames: map[string]string{"#st": attrStopped, "#sm": attrStoppedMs},
+	})
+	if err != nil && !dynamotables.IsConditionalCheckFailed(err) {
+		return fmt.Errorf("cursorstore/dynamo: resume cursor %q/%q: %w", projection, shardID, err)
+	}
+	return nil
+}
+
 func num(n int64) *types.AttributeValueMemberN {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }
@@ -152,12 +210,28 @@ func decode(projection, shardID string, it map[string]types.AttributeValue) (cur
 	if v, ok := it[attrSeq].(*types.AttributeValueMemberS); ok {
 		c.Seq = v.Value
 	}
-	if v, ok := it[attrEpoch].(*types.AttributeValueMemberN); ok {
-		e, err := strconv.ParseInt(v.Value, 10, 64)
-		if err != nil {
-			return c, fmt.Errorf("cursor item epoch %q: %w", v.Value, err)
-		}
-		c.Epoch = e
+	if v, ok := it[attrStopped].(*types.AttributeValueMemberS); ok {
+		c.Stopped = v.Value
+	}
+	var err error
+	if c.Epoch, err = intAttr(it, attrEpoch); err != nil {
+		return c, err
+	}
+	if c.StoppedMs, err = intAttr(it, attrStoppedMs); err != nil {
+		return c, err
 	}
 	return c, nil
+}
+
+// intAttr returns the number attribute name of it, 0 when absent.
+func intAttr(it map[string]types.AttributeValue, name string) (int64, error) {
+	v, ok := it[name].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("cursor item %s %q: %w", name, v.Value, err)
+	}
+	return n, nil
 }

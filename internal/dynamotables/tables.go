@@ -1,6 +1,6 @@
 // Package dynamotables is the one definition of projhost's DynamoDB tables (names, key schemas,
-// billing) and the DynamoDB client setup shared by shardmap/dynamo, cursorstore/dynamo and
-// readmodel/dynamo, the `tables create` command and the SAM template.
+// billing) and the DynamoDB client setup shared by shardmap/dynamo, cursorstore/dynamo,
+// readmodel/dynamo and deadletter/dynamo, the `tables create` command and the SAM template.
 //
 // Tables (names are prefix + fixed suffix, e.g. "projhost-leases"); every key attribute is a
 // string, billing is PAY_PER_REQUEST, there are no secondary indexes:
@@ -9,6 +9,8 @@
 //	prefix+"cursors"    HASH "projection"  RANGE "shard"  one item per (projection, shard) cursor
 //	prefix+"readmodel"  HASH "pk"          RANGE "sk"     documents, tombstones, fences (see
 //	                                                      readmodel/dynamo for the item layout)
+//	prefix+"deadletters" HASH "projection" RANGE "sk"     dead letters and their data chunks (see
+//	                                                      deadletter/dynamo for the item layout)
 package dynamotables
 
 import (
@@ -31,16 +33,20 @@ const (
 	LeasesSuffix    = "leases"
 	CursorsSuffix   = "cursors"
 	ReadModelSuffix = "readmodel"
+	// DeadLettersSuffix is the longest suffix: it bounds the prefix (see NamesFor).
+	DeadLettersSuffix = "deadletters"
 )
 
 // Key attribute names.
 const (
-	LeasesPK    = "projection" // S: projection name
-	LeasesSK    = "shard"      // S: shard id
-	CursorsPK   = "projection" // S: projection name
-	CursorsSK   = "shard"      // S: shard id
-	ReadModelPK = "pk"         // S: projection + "#" + collection (see readmodel/dynamo)
-	ReadModelSK = "sk"         // S: document key
+	LeasesPK      = "projection" // S: projection name
+	LeasesSK      = "shard"      // S: shard id
+	CursorsPK     = "projection" // S: projection name
+	CursorsSK     = "shard"      // S: shard id
+	ReadModelPK   = "pk"         // S: projection + "#" + collection (see readmodel/dynamo)
+	ReadModelSK   = "sk"         // S: document key
+	DeadLettersPK = "projection" // S: projection name
+	DeadLettersSK = "sk"         // S: shard id + "#" + padded sequence number (see deadletter/dynamo)
 )
 
 // ErrBadPrefix is returned for a prefix that cannot form valid DynamoDB table names.
@@ -48,31 +54,36 @@ var ErrBadPrefix = errors.New("dynamotables: invalid table name prefix")
 
 // Names holds the full table names for one prefix.
 type Names struct {
-	Leases, Cursors, ReadModel string
+	Leases, Cursors, ReadModel, DeadLetters string
 }
+
+// all returns the table names in the order of Definitions.
+func (n Names) all() []string { return []string{n.Leases, n.Cursors, n.ReadModel, n.DeadLetters} }
 
 // tableName is DynamoDB's rule for table names: 3..255 characters of [a-zA-Z0-9_.-]
 // (Amazon DynamoDB Developer Guide, "Service, account, and table quotas").
 var tableName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
 
 // NamesFor returns the table names for prefix ("" is allowed and yields "leases", ...).
-// ErrBadPrefix when prefix has characters outside [a-zA-Z0-9_.-] or is longer than 246 bytes.
+// ErrBadPrefix when prefix has characters outside [a-zA-Z0-9_.-] or is longer than 244 bytes
+// (255, DynamoDB's limit, minus the longest suffix).
 func NamesFor(prefix string) (Names, error) {
 	n := Names{
-		Leases:    prefix + LeasesSuffix,
-		Cursors:   prefix + CursorsSuffix,
-		ReadModel: prefix + ReadModelSuffix,
+		Leases:      prefix + LeasesSuffix,
+		Cursors:     prefix + CursorsSuffix,
+		ReadModel:   prefix + ReadModelSuffix,
+		DeadLetters: prefix + DeadLettersSuffix,
 	}
-	for _, t := range []string{n.Leases, n.Cursors, n.ReadModel} {
+	for _, t := range n.all() {
 		if !tableName.MatchString(t) {
-			return Names{}, fmt.Errorf("%w %q: use 0..246 characters of [a-zA-Z0-9_.-]", ErrBadPrefix, prefix)
+			return Names{}, fmt.Errorf("%w %q: use 0..%d characters of [a-zA-Z0-9_.-]", ErrBadPrefix, prefix, 255-len(DeadLettersSuffix))
 		}
 	}
 	return n, nil
 }
 
-// Definitions returns the CreateTable inputs of the three tables for prefix, in the order
-// leases, cursors, read model. Callers may render them (e.g. into a SAM template) or pass them
+// Definitions returns the CreateTable inputs of the four tables for prefix, in the order
+// leases, cursors, read model, dead letters. Callers may render them (e.g. into a SAM template) or pass them
 // to CreateTable.
 func Definitions(prefix string) ([]*dynamodb.CreateTableInput, error) {
 	n, err := NamesFor(prefix)
@@ -83,6 +94,7 @@ func Definitions(prefix string) ([]*dynamodb.CreateTableInput, error) {
 		definition(n.Leases, LeasesPK, LeasesSK),
 		definition(n.Cursors, CursorsPK, CursorsSK),
 		definition(n.ReadModel, ReadModelPK, ReadModelSK),
+		definition(n.DeadLetters, DeadLettersPK, DeadLettersSK),
 	}, nil
 }
 
@@ -114,7 +126,7 @@ type TableAPI interface {
 var pollDelays = []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond,
 	250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
 
-// CreateTables creates the three tables of prefix and waits until each is ACTIVE. It is
+// CreateTables creates the four tables of prefix and waits until each is ACTIVE. It is
 // idempotent: tables that already exist are left as they are (their key schema is checked).
 // Bound the wait with ctx. Errors: ErrBadPrefix; a table existing with another key schema; any
 // DynamoDB error (wrapped); ctx's error while waiting.
@@ -186,7 +198,7 @@ func keyString(ks []types.KeySchemaElement) []string {
 	return s
 }
 
-// DeleteTables deletes the three tables of prefix; missing tables are not an error. It does not
+// DeleteTables deletes the four tables of prefix; missing tables are not an error. It does not
 // wait for the deletion to finish.
 func DeleteTables(ctx context.Context, client TableAPI, prefix string) error {
 	n, err := NamesFor(prefix)
@@ -194,7 +206,7 @@ func DeleteTables(ctx context.Context, client TableAPI, prefix string) error {
 		return err
 	}
 	var errs []error
-	for _, t := range []string{n.Leases, n.Cursors, n.ReadModel} {
+	for _, t := range n.all() {
 		if _, err := client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(t)}); err != nil {
 			var nf *types.ResourceNotFoundException
 			if !errors.As(err, &nf) {

@@ -34,12 +34,15 @@ func TestNamesFor(t *testing.T) {
 		want   dynamotables.Names
 		bad    bool
 	}{
-		{prefix: "projhost-", want: dynamotables.Names{Leases: "projhost-leases", Cursors: "projhost-cursors", ReadModel: "projhost-readmodel"}},
-		{prefix: "", want: dynamotables.Names{Leases: "leases", Cursors: "cursors", ReadModel: "readmodel"}},
-		{prefix: "a.b_C-1.", want: dynamotables.Names{Leases: "a.b_C-1.leases", Cursors: "a.b_C-1.cursors", ReadModel: "a.b_C-1.readmodel"}},
-		{prefix: strings.Repeat("x", 246), want: dynamotables.Names{Leases: strings.Repeat("x", 246) + "leases",
-			Cursors: strings.Repeat("x", 246) + "cursors", ReadModel: strings.Repeat("x", 246) + "readmodel"}},
-		{prefix: strings.Repeat("x", 247), bad: true}, // "readmodel" would make 256 characters
+		{prefix: "projhost-", want: dynamotables.Names{Leases: "projhost-leases", Cursors: "projhost-cursors",
+			ReadModel: "projhost-readmodel", DeadLetters: "projhost-deadletters"}},
+		{prefix: "", want: dynamotables.Names{Leases: "leases", Cursors: "cursors", ReadModel: "readmodel", DeadLetters: "deadletters"}},
+		{prefix: "a.b_C-1.", want: dynamotables.Names{Leases: "a.b_C-1.leases", Cursors: "a.b_C-1.cursors",
+			ReadModel: "a.b_C-1.readmodel", DeadLetters: "a.b_C-1.deadletters"}},
+		{prefix: strings.Repeat("x", 244), want: dynamotables.Names{Leases: strings.Repeat("x", 244) + "leases",
+			Cursors: strings.Repeat("x", 244) + "cursors", ReadModel: strings.Repeat("x", 244) + "readmodel",
+			DeadLetters: strings.Repeat("x", 244) + "deadletters"}},
+		{prefix: strings.Repeat("x", 245), bad: true}, // "deadletters" would make 256 characters
 		{prefix: "has space", bad: true},
 		{prefix: "slash/", bad: true},
 	}
@@ -62,7 +65,8 @@ func TestDefinitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []struct{ name, pk, sk string }{{"x-leases", "projection", "shard"}, {"x-cursors", "projection", "shard"}, {"x-readmodel", "pk", "sk"}}
+	want := []struct{ name, pk, sk string }{{"x-leases", "projection", "shard"}, {"x-cursors", "projection", "shard"},
+		{"x-readmodel", "pk", "sk"}, {"x-deadletters", "projection", "sk"}}
 	if len(defs) != len(want) {
 		t.Fatalf("%d definitions, want %d", len(defs), len(want))
 	}
@@ -87,12 +91,14 @@ func TestCreateTablesIdempotent(t *testing.T) {
 			t.Fatalf("CreateTables #%d: %v", i+1, err)
 		}
 	}
-	out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(prefix + "readmodel")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.Table.TableStatus != types.TableStatusActive {
-		t.Fatalf("status %s, want ACTIVE", out.Table.TableStatus)
+	for _, suffix := range []string{"leases", "cursors", "readmodel", "deadletters"} {
+		out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(prefix + suffix)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Table.TableStatus != types.TableStatusActive {
+			t.Fatalf("%s: status %s, want ACTIVE", suffix, out.Table.TableStatus)
+		}
 	}
 	if err := dynamotables.DeleteTables(ctx, c, prefix); err != nil {
 		t.Fatal(err)

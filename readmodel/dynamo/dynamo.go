@@ -8,6 +8,8 @@
 //	           "seq:"+S   S   per shard S that wrote the item: last applied sequence number,
 //	                          zero-padded (source.PadSeq) so that strings compare numerically
 //	           "epoch:"+S N   per shard S: the lease epoch of that write
+//	           "r:"+S+":"+P N per dead-letter replay of event P (padded) of shard S that wrote the
+//	                          item: the replaying epoch (ReplayAttr)
 //	fence      pk = projection+"#"                sk = "fence#"+shard id
 //	           epoch N (highest epoch seen), hi S (highest padded seq an Apply began), seq S
 //	registry   pk = projection+"#"                sk = "collections"
@@ -32,7 +34,18 @@
 //     effects up to w.Seq or later and is skipped.
 //
 // So a replayed Apply changes nothing it already changed, a partially applied Apply completes on
-// replay, and a zombie cannot overwrite a newer owner's work. Writes per Apply: 1 + distinct
+// replay, and a zombie cannot overwrite a newer owner's work.
+//
+// # Dead-letter replays
+//
+// An Apply with w.Replay set re-applies the effect of one dead-lettered event P, whose sequence
+// number is below the shard's markers. It is made idempotent by its own per-item marker instead
+// of the sequence-number marker: step 1 raises only the fence's epoch (not hi or seq, so HighWater
+// and ClaimWrites are unchanged), step 3 writes each item conditional on "r:S:P" absent and
+// epoch:S <= w.Epoch, setting "r:S:P" to w.Epoch and leaving seq:S as it is. A replay Apply
+// repeated after a crash half-way writes only the items it had not written; a stale epoch is
+// fenced as for any Apply. The markers stay on the items (one per replayed event that touched
+// them, about 140 bytes each). Writes per Apply: 1 + distinct
 // keys (+1 the first time a process sees a collection).
 //
 // # Limit of the exactly-once effect
@@ -58,6 +71,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/internal/dynamotables"
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/source"
@@ -65,16 +79,21 @@ import (
 
 // Attribute names and fixed sort keys; see the package documentation.
 const (
-	AttrDoc        = "doc"
-	SeqAttrPrefix  = "seq:"
-	EpochAttrPref  = "epoch:"
-	attrFenceEpoch = "epoch"
-	attrFenceHi    = "hi"
-	attrFenceSeq   = "seq"
-	attrCols       = "cols"
-	fenceSKPrefix  = "fence#"
-	registrySK     = "collections"
+	AttrDoc          = "doc"
+	SeqAttrPrefix    = "seq:"
+	EpochAttrPref    = "epoch:"
+	ReplayAttrPrefix = "r:" // see ReplayAttr
+	attrFenceEpoch   = "epoch"
+	attrFenceHi      = "hi"
+	attrFenceSeq     = "seq"
+	attrCols         = "cols"
+	fenceSKPrefix    = "fence#"
+	registrySK       = "collections"
 )
+
+// ErrBadReplay is returned (wrapped) by Apply for a readmodel.Write.Replay that is not a
+// canonical sequence number (event.ValidSeq); nothing is written then.
+var ErrBadReplay = errors.New("readmodel/dynamo: replay sequence number is not a canonical decimal number")
 
 // DefaultMaxInFlight is the default bound on concurrent item writes of one Apply.
 const DefaultMaxInFlight = 16
@@ -233,6 +252,19 @@ func (s *Store) HighWater(ctx context.Context, projection, shardID string) (seq 
 // then on no Apply of an older owner can begin, and returns the highest sequence number an Apply
 // of the shard began with ("" when none). A new owner calls it before it reads anything.
 func (s *Store) ClaimWrites(ctx context.Context, projection, shardID string, epoch int64) (string, error) {
+	fence, err := s.raiseEpoch(ctx, projection, shardID, epoch)
+	if err != nil {
+		return "", err
+	}
+	if v, ok := fence[attrFenceSeq].(*types.AttributeValueMemberS); ok {
+		return v.Value, nil
+	}
+	return "", nil
+}
+
+// raiseEpoch raises the epoch of the shard's fence item to epoch (one UpdateItem conditional on
+// the stored epoch <= epoch: readmodel.ErrFenced otherwise) and returns the item as it is now.
+func (s *Store) raiseEpoch(ctx context.Context, projection, shardID string, epoch int64) (map[string]types.AttributeValue, error) {
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       key(metaPK(projection), fenceSKPrefix+shardID),
@@ -243,15 +275,12 @@ func (s *Store) ClaimWrites(ctx context.Context, projection, shardID string, epo
 		ReturnValues:              types.ReturnValueAllNew,
 	})
 	if dynamotables.IsConditionalCheckFailed(err) {
-		return "", fmt.Errorf("%w: %q/%q has an epoch above %d", readmodel.ErrFenced, projection, shardID, epoch)
+		return nil, fmt.Errorf("%w: %q/%q has an epoch above %d", readmodel.ErrFenced, projection, shardID, epoch)
 	}
 	if err != nil {
-		return "", fmt.Errorf("readmodel/dynamo: claim writes of %q/%q: %w", projection, shardID, err)
+		return nil, fmt.Errorf("readmodel/dynamo: raise the write fence of %q/%q to epoch %d: %w", projection, shardID, epoch, err)
 	}
-	if v, ok := out.Attributes[attrFenceSeq].(*types.AttributeValueMemberS); ok {
-		return v.Value, nil
-	}
-	return "", nil
+	return out.Attributes, nil
 }
 
 type fence struct {
@@ -294,12 +323,23 @@ type pending struct {
 // cannot hold (nothing is written then); DynamoDB errors after the SDK's retries (some items
 // may be written: replaying w completes it).
 func (s *Store) Apply(ctx context.Context, w readmodel.Write) error {
+	if w.Replay != "" && !event.ValidSeq(w.Replay) {
+		return fmt.Errorf("readmodel/dynamo: apply %q/%q at %s: replay of %q: %w",
+			w.Projection, w.ShardID, w.Seq, w.Replay, ErrBadReplay)
+	}
 	writes, err := coalesce(w.Mutations)
 	if err != nil {
 		return fmt.Errorf("readmodel/dynamo: apply %q/%q at %s: %w", w.Projection, w.ShardID, w.Seq, err)
 	}
-	padded := source.PadSeq(w.Seq)
-	if err := s.raiseFence(ctx, w, padded); err != nil {
+	m := seqMarker(w)
+	if w.Replay != "" {
+		// A replay is fenced by its epoch only: the shard's high-water mark stays as it is.
+		m = replayMarker(w)
+		_, err = s.raiseEpoch(ctx, w.Projection, w.ShardID, w.Epoch)
+	} else {
+		err = s.raiseFence(ctx, w, source.PadSeq(w.Seq))
+	}
+	if err != nil {
 		return err
 	}
 	if len(writes) == 0 {
@@ -336,7 +376,7 @@ loop:
 		wg.Add(1)
 		go func(p *pending) {
 			defer func() { <-sem; wg.Done() }()
-			if err := s.writeItem(ctx, w, padded, p); err != nil {
+			if err := s.writeItem(ctx, w, m, p); err != nil {
 				fail(err)
 			}
 		}(&writes[i])
@@ -404,21 +444,8 @@ func (s *Store) raiseFence(ctx context.Context, w readmodel.Write, padded string
 	if f.epoch == w.Epoch {
 		return nil
 	}
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       fkey,
-		UpdateExpression:          aws.String("SET #e = :e"),
-		ConditionExpression:       aws.String("attribute_not_exists(#e) OR #e <= :e"),
-		ExpressionAttributeNames:  map[string]string{"#e": attrFenceEpoch},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(w.Epoch)},
-	})
-	if dynamotables.IsConditionalCheckFailed(err) {
-		return fmt.Errorf("%w: %q/%q has an epoch above %d", readmodel.ErrFenced, w.Projection, w.ShardID, w.Epoch)
-	}
-	if err != nil {
-		return fmt.Errorf("readmodel/dynamo: fence %q/%q: %w", w.Projection, w.ShardID, err)
-	}
-	return nil
+	_, err = s.raiseEpoch(ctx, w.Projection, w.ShardID, w.Epoch)
+	return err
 }
 
 // register adds the collections of writes to the projection's registry item, once per process.
@@ -448,9 +475,34 @@ func (s *Store) register(ctx context.Context, projection string, writes []pendin
 	return nil
 }
 
-func (s *Store) writeItem(ctx context.Context, w readmodel.Write, padded string, p *pending) error {
-	names := map[string]string{"#m": SeqAttrPrefix + w.ShardID, "#e": EpochAttrPref + w.ShardID, "#d": AttrDoc}
-	values := map[string]types.AttributeValue{":m": str(padded), ":e": num(w.Epoch)}
+// marker is the per-item attribute that makes an item write idempotent: the write is
+// conditional on cond (over #m and :m) and sets attribute name to value.
+type marker struct {
+	name  string
+	value types.AttributeValue
+	cond  string
+}
+
+// seqMarker: the shard's sequence-number marker, raised by every write of the shard.
+func seqMarker(w readmodel.Write) marker {
+	return marker{name: SeqAttrPrefix + w.ShardID, value: str(source.PadSeq(w.Seq)), cond: "(attribute_not_exists(#m) OR #m < :m)"}
+}
+
+// replayMarker: the marker of one dead-letter replay, set once (to the replaying epoch).
+func replayMarker(w readmodel.Write) marker {
+	return marker{name: ReplayAttr(w.ShardID, w.Replay), value: num(w.Epoch), cond: "attribute_not_exists(#m)"}
+}
+
+// ReplayAttr returns the name of the item attribute that marks an item as written by the replay
+// of the dead-lettered event seq of shard shardID: "r:" + shard id + ":" + seq zero-padded to
+// source.SeqWidth digits. Its value is the replaying writer's epoch (N).
+func ReplayAttr(shardID, seq string) string {
+	return ReplayAttrPrefix + shardID + ":" + source.PadSeq(seq)
+}
+
+func (s *Store) writeItem(ctx context.Context, w readmodel.Write, m marker, p *pending) error {
+	names := map[string]string{"#m": m.name, "#e": EpochAttrPref + w.ShardID, "#d": AttrDoc}
+	values := map[string]types.AttributeValue{":m": m.value, ":e": num(w.Epoch)}
 	update := "SET #m = :m, #e = :e REMOVE #d"
 	if p.doc != nil {
 		update = "SET #m = :m, #e = :e, #d = :d"
@@ -461,7 +513,7 @@ func (s *Store) writeItem(ctx context.Context, w readmodel.Write, padded string,
 		TableName:                 aws.String(s.table),
 		Key:                       k,
 		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String("(attribute_not_exists(#m) OR #m < :m) AND (attribute_not_exists(#e) OR #e <= :e)"),
+		ConditionExpression:       aws.String(m.cond + " AND (attribute_not_exists(#e) OR #e <= :e)"),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -104,7 +105,18 @@ func (e *env) expect(t testing.TB, coll, key, want string) {
 
 func TestConformance(t *testing.T) {
 	e := newEnv(t)
-	readmodeltest.Run(t, func(t *testing.T) readmodel.Store { return e.s })
+	readmodeltest.Run(t, func(t *testing.T) readmodel.Store { return e.s }, readmodeltest.Replay{
+		// Replays are not tied to dead letters here (no Request). Interrupt lets the fence and
+		// two item writes through, then fails the rest (the suite's replay has more keys).
+		Interrupt: func(t *testing.T, _ readmodel.Store, w readmodel.Write) {
+			t.Helper()
+			e.c.updateBudget.Store(1 + 2)
+			defer e.c.updateBudget.Store(-1)
+			if err := e.s.Apply(ctxT(t), w); !errors.Is(err, errInjected) {
+				t.Fatalf("interrupted replay Apply: err = %v, want errInjected", err)
+			}
+		},
+	})
 }
 
 // TestItemLayout: documents are native attributes any client can read by key; deletes leave a
@@ -321,5 +333,79 @@ func TestClaimWrites(t *testing.T) {
 	}
 	if hw, err := e.s.ClaimWrites(ctx, "p", "s", 2); err != nil || hw != "42" {
 		t.Fatalf("claim again by epoch 2 = %q, %v; want \"42\", nil (idempotent)", hw, err)
+	}
+}
+
+// TestReplayItemLayout: a replay writes its own marker on each item and leaves the shard's
+// sequence marker and the fence's high-water mark as they were; a repeated replay is skipped at
+// every item (read back, not rewritten).
+func TestReplayItemLayout(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	e.apply(t, "shardId-1", 3, "42", put("c", "old", `{"n":1}`))
+	get := func(k string) map[string]types.AttributeValue {
+		out, err := e.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.table), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{
+				"pk": &types.AttributeValueMemberS{Value: "p#c"},
+				"sk": &types.AttributeValueMemberS{Value: k},
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Item
+	}
+	before := get("old")["seq:shardId-1"]
+	w := readmodel.Write{Projection: "p", ShardID: "shardId-1", Epoch: 4, Seq: "42", Replay: "17",
+		Mutations: []readmodel.Mutation{put("c", "old", `{"n":2}`), put("c", "new", `{"n":1}`)}}
+	e.c.reset()
+	if err := e.s.Apply(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if g, u := e.c.reset(); g != 0 || u != 1+2 {
+		t.Errorf("replay Apply: %d GetItem + %d UpdateItem, want 0 + 3 (fence epoch, 2 items)", g, u)
+	}
+	marker := "r:shardId-1:" + strings.Repeat("0", source.SeqWidth-2) + "17"
+	if dynamo.ReplayAttr("shardId-1", "17") != marker {
+		t.Fatalf("ReplayAttr = %q, want %q", dynamo.ReplayAttr("shardId-1", "17"), marker)
+	}
+	for _, k := range []string{"old", "new"} {
+		it := get(k)
+		if m, ok := it[marker].(*types.AttributeValueMemberN); !ok || m.Value != "4" {
+			t.Errorf("%s: replay marker %s = %#v, want N 4 (the epoch)", k, marker, it[marker])
+		}
+		if m, ok := it["epoch:shardId-1"].(*types.AttributeValueMemberN); !ok || m.Value != "4" {
+			t.Errorf("%s: epoch marker = %#v, want N 4", k, it["epoch:shardId-1"])
+		}
+	}
+	if got := get("old")["seq:shardId-1"]; !reflect.DeepEqual(got, before) {
+		t.Errorf("replay changed the sequence marker: %#v, was %#v", got, before)
+	}
+	if _, ok := get("new")["seq:shardId-1"]; ok {
+		t.Error("replay set a sequence marker on a new item")
+	}
+	if seq, epoch, err := e.s.HighWater(ctx, "p", "shardId-1"); err != nil || seq != "42" || epoch != 4 {
+		t.Errorf("HighWater after the replay = %q, %d, %v; want 42 (unchanged), epoch 4", seq, epoch, err)
+	}
+	w.Mutations = []readmodel.Mutation{put("c", "old", `{"n":3}`), put("c", "new", `{"n":2}`)}
+	e.c.reset()
+	if err := e.s.Apply(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if g, u := e.c.reset(); g != 2 || u != 1+2 {
+		t.Errorf("repeated replay Apply: %d GetItem + %d UpdateItem, want 2 + 3 (both items skipped after the read-back)", g, u)
+	}
+	e.expect(t, "c", "old", `{"n":2}`)
+	e.expect(t, "c", "new", `{"n":1}`)
+	// A zombie's replay that got past the fence is refused at the items by their epoch marker.
+	w.Epoch, w.Replay = 3, "18"
+	if err := e.s.Apply(ctx, w); !errors.Is(err, readmodel.ErrFenced) {
+		t.Fatalf("replay by epoch 3 after epoch 4: err = %v, want ErrFenced", err)
+	}
+	if err := e.s.Apply(ctx, readmodel.Write{Projection: "p", ShardID: "shardId-1", Epoch: 4, Seq: "42", Replay: "017",
+		Mutations: w.Mutations}); !errors.Is(err, dynamo.ErrBadReplay) {
+		t.Fatalf("replay of a non-canonical sequence number: err = %v, want ErrBadReplay", err)
+	}
+	if _, u := e.c.reset(); u != 1 { // the zombie's fence attempt only
+		t.Errorf("%d UpdateItems for the refused replays, want 1", u)
 	}
 }

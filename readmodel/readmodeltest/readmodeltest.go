@@ -10,11 +10,15 @@
 // A store that implements readmodel.Committer and keeps cursors (the embedded SQLite store) also
 // runs RunCommitter, which checks that a Commit moves documents and cursor together.
 //
+// Optional behaviour is declared to Run and RunCommitter as a Feature: a store that honours
+// readmodel.Write.Replay passes Replay (with the hooks its kind of store needs), which adds the
+// dead-letter replay cases; without it they are skipped.
+//
 // The factory is called once per subtest and may return the same backing tables every time: each
 // subtest uses fresh projection names. Documents are compared as JSON values (a store may
 // re-encode them). Only the documented contract is checked; in particular replay and fencing are
 // checked on keys the newer write touched, which per-item markers (DESIGN §3) can guarantee, and
-// not on keys it did not touch. About 250 item writes in all.
+// not on keys it did not touch. About 300 item writes in all.
 package readmodeltest
 
 import (
@@ -32,47 +36,57 @@ import (
 	"github.com/projhost/projhost/readmodel"
 )
 
-// Run runs the suite. newStore returns the store under test.
-func Run(t *testing.T, newStore func(t *testing.T) readmodel.Store) {
+// Run runs the suite. newStore returns the store under test; features declares the optional
+// behaviour it implements (Replay), whose cases are skipped otherwise.
+func Run(t *testing.T, newStore func(t *testing.T) readmodel.Store, features ...Feature) {
 	t.Helper()
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s readmodel.Store)
-	}{
-		{"GetMissing", testGetMissing},
-		{"PutGet", testPutGet},
-		{"LastWriteWins", testLastWriteWins},
-		{"Delete", testDelete},
-		{"Replay", testReplay},
-		{"ReplayAfterDelete", testReplayAfterDelete},
-		{"ShardsIndependent", testShardsIndependent},
-		{"Fenced", testFenced},
-		{"NewOwnerBehind", testNewOwnerBehind},
-		{"Scan", testScan},
-		{"LargeWrite", testLargeWrite},
-		{"RaceEpochs", testRaceEpochs},
-		{"RaceShards", testRaceShards},
-		{"Commit", func(t *testing.T, s readmodel.Store) { testCommit(t, s, nil) }},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.fn(t, newStore(t))
-		})
-	}
+	rp, declared := declare(features)
+	suitekit.Run(t, newStore, []suitekit.Case[readmodel.Store]{
+		{Name: "GetMissing", Fn: testGetMissing},
+		{Name: "PutGet", Fn: testPutGet},
+		{Name: "LastWriteWins", Fn: testLastWriteWins},
+		{Name: "Delete", Fn: testDelete},
+		{Name: "Replay", Fn: testReplay},
+		{Name: "ReplayAfterDelete", Fn: testReplayAfterDelete},
+		{Name: "ShardsIndependent", Fn: testShardsIndependent},
+		{Name: "Fenced", Fn: testFenced},
+		{Name: "NewOwnerBehind", Fn: testNewOwnerBehind},
+		{Name: "Scan", Fn: testScan},
+		{Name: "LargeWrite", Fn: testLargeWrite},
+		{Name: "RaceEpochs", Fn: testRaceEpochs},
+		{Name: "RaceShards", Fn: testRaceShards},
+		{Name: "Commit", Fn: func(t *testing.T, s readmodel.Store) { testCommit(t, s, nil) }},
+		{Name: "DeadLetterReplayOnce", Feature: featureReplay, Fn: rp.testOnce},
+		{Name: "DeadLetterReplayPerEvent", Feature: featureReplay, Fn: rp.testPerEvent},
+		{Name: "DeadLetterReplayFenced", Feature: featureReplay, Fn: rp.testFenced},
+		{Name: "DeadLetterReplayInterrupted", Feature: featureInterruptedReplay, Fn: rp.testInterrupted},
+	}, declared...)
+}
+
+// Stores is a read-model store and the cursor store backed by the same storage.
+type Stores struct {
+	ReadModel readmodel.Store // must implement readmodel.Committer
+	Cursors   cursorstore.Store
 }
 
 // RunCommitter checks readmodel.Committer together with the cursor store the committer writes
 // cursors to. newStores returns the read-model store (which must implement readmodel.Committer)
-// and the cursor store backed by the same storage.
-func RunCommitter(t *testing.T, newStores func(t *testing.T) (readmodel.Store, cursorstore.Store)) {
+// and the cursor store backed by the same storage; features as for Run.
+func RunCommitter(t *testing.T, newStores func(t *testing.T) (readmodel.Store, cursorstore.Store), features ...Feature) {
 	t.Helper()
-	t.Run("CommitWithCursor", func(t *testing.T) {
+	rp, declared := declare(features)
+	newPair := func(t *testing.T) Stores {
 		s, cs := newStores(t)
 		if _, ok := s.(readmodel.Committer); !ok {
 			t.Fatalf("%T does not implement readmodel.Committer", s)
 		}
-		testCommit(t, s, cs)
-	})
+		return Stores{ReadModel: s, Cursors: cs}
+	}
+	suitekit.Run(t, newPair, []suitekit.Case[Stores]{
+		{Name: "CommitWithCursor", Fn: func(t *testing.T, s Stores) { testCommit(t, s.ReadModel, s.Cursors) }},
+		{Name: "CommitKeepsStopped", Fn: testCommitKeepsStopped},
+		{Name: "DeadLetterReplayCommit", Feature: featureReplay, Fn: rp.testCommit},
+	}, declared...)
 }
 
 const (

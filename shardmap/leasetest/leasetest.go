@@ -28,24 +28,16 @@ import (
 // Run runs the suite. newStore returns the store under test.
 func Run(t *testing.T, newStore func(t *testing.T) shardmap.LeaseStore) {
 	t.Helper()
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s shardmap.LeaseStore)
-	}{
-		{"CreateAndList", testCreateAndList},
-		{"CreateExisting", testCreateExisting},
-		{"ListOrderAndIsolation", testListOrderAndIsolation},
-		{"Update", testUpdate},
-		{"UpdateConflict", testUpdateConflict},
-		{"UpdateMissing", testUpdateMissing},
-		{"RaceUpdate", testRaceUpdate},
-		{"RaceCreate", testRaceCreate},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.fn(t, newStore(t))
-		})
-	}
+	suitekit.Run(t, newStore, []suitekit.Case[shardmap.LeaseStore]{
+		{Name: "CreateAndList", Fn: testCreateAndList},
+		{Name: "CreateExisting", Fn: testCreateExisting},
+		{Name: "ListOrderAndIsolation", Fn: testListOrderAndIsolation},
+		{Name: "Update", Fn: testUpdate},
+		{Name: "UpdateConflict", Fn: testUpdateConflict},
+		{Name: "UpdateMissing", Fn: testUpdateMissing},
+		{Name: "RaceUpdate", Fn: testRaceUpdate},
+		{Name: "RaceCreate", Fn: testRaceCreate},
+	})
 }
 
 func ctxT(t *testing.T) context.Context { return suitekit.Context(t) }
