@@ -182,7 +182,7 @@ func parseStore(t *testing.T, store []string) storeFlags {
 func dynamoCursors(t *testing.T, store []string, name string) cursorLister {
 	t.Helper()
 	sf := parseStore(t, store)
-	c, err := dynamotables.NewClient(context.Background(), sf.clientOptions()...)
+	c, err := dynamotables.NewClient(context.Background(), dynamotables.WithEndpoint(sf.endpoint))
 	require.NoError(t, err)
 	names, err := dynamotables.NamesFor(sf.prefix)
 	require.NoError(t, err)

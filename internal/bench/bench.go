@@ -22,7 +22,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/projhost/projhost/container"
 	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/source"
 )
