@@ -163,9 +163,9 @@ func (r *Runner) ended(ctx context.Context, err error, log *slog.Logger) ending 
 	switch {
 	case errors.Is(err, projection.ErrInterrupted):
 		return endRelease
-	case errors.Is(err, projection.ErrLost):
-		log.Warn("stopping shard without saving", "err", err)
-	case ctx.Err() == nil:
+	case ctx.Err() != nil: // the lease was lost (onLost said so) or the worker stops
+		log.Info("stopping shard without saving", "err", err)
+	default:
 		log.Warn("stopping shard without saving", "err", err)
 	}
 	return endLost
