@@ -4,12 +4,14 @@ GO ?= go
 WASM_DIR := build/wasm
 export GOFLAGS ?= -mod=mod
 
-.PHONY: help build wasm test test-short bench demo deps clean
+.PHONY: help build wasm test test-dynamo test-short bench demo deps clean
 
 help:
 	@echo "make build   - build ./bin/projhost"
 	@echo "make wasm    - build the example WASM handlers into $(WASM_DIR)/"
-	@echo "make test    - the full test suite (needs node/npm for AssemblyScript and wabt)"
+	@echo "make test    - the full test suite (needs node/npm for AssemblyScript and wabt), then the"
+	@echo "               DynamoDB suites again against Amazon's DynamoDB Local (needs Java 11+)"
+	@echo "make test-dynamo - only the DynamoDB suites (at \$$PROJHOST_DYNAMODB_ENDPOINT, else dynalite)"
 	@echo "make bench   - benchmarks (see README)"
 	@echo "make demo    - flights demo on a local 4-shard journal"
 
@@ -24,8 +26,22 @@ build:
 
 include plugins/examples/examples.mk
 
+# test: everything (the DynamoDB tests against dynalite: at $PROJHOST_DYNAMODB_ENDPOINT, or each
+# test package starts its own), then the DynamoDB suites against Amazon's DynamoDB Local (at
+# $PROJHOST_DYNAMODB_LOCAL_ENDPOINT, or started for the run; skipped without Java unless CI=true).
 test: deps wasm
 	$(GO) test -race -count=1 ./...
+	tools/dynamodb-local/with.sh $(MAKE) --no-print-directory test-dynamo
+
+# The DynamoDB suites: the packages whose tests use internal/dynamotest, and the TestDynamo*
+# process tests of cmd/projhost (the rest of that package does not touch DynamoDB).
+DYNAMO_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | \
+	awk '/ github.com\/projhost\/projhost\/internal\/dynamotest( |$$)/ { print $$1 }')
+
+test-dynamo: deps wasm
+	@test -n "$(DYNAMO_PKGS)" || { echo "no test package uses internal/dynamotest: go list failed?" >&2; exit 1; }
+	$(GO) test -race -count=1 $(DYNAMO_PKGS)
+	$(GO) test -race -count=1 -run '^TestDynamo' ./cmd/projhost
 
 # The demo: 20,000 real flight records through flightdelays (AssemblyScript) on a 4-shard journal.
 DEMO_DIR := .projhost-demo

@@ -5,9 +5,23 @@
 //	func TestMain(m *testing.M) { dynamotest.Main(m) }
 //
 // Main uses the server at $PROJHOST_DYNAMODB_ENDPOINT when set (e.g. "http://127.0.0.1:4567"
-// from tools/dynalite/start.sh, or DynamoDB Local); otherwise it starts tools/dynalite on a free
-// loopback port for the package's tests and stops it afterwards. When no server can be had,
-// tests calling Client are skipped — unless CI=true, where Main fails the run instead.
+// from tools/dynalite/start.sh, or Amazon's DynamoDB Local from tools/dynamodb-local/start.sh);
+// otherwise it starts tools/dynalite on a free loopback port for the package's tests and stops it
+// afterwards. When no server can be had, tests calling Client are skipped — unless CI=true, where
+// Main fails the run instead.
+//
+// `make test` runs every package that uses dynamotest twice: with the rest of the tests (on
+// dynalite), then again on DynamoDB Local (target test-dynamo under tools/dynamodb-local/with.sh,
+// which sets $PROJHOST_DYNAMODB_ENDPOINT). Tests must pass on both. Differences seen between
+// dynalite 4.0.0 and DynamoDB Local 1.25.1:
+//   - DynamoDB Local refuses map keys that are empty or of 64 KiB and more, and attributes
+//     nested past 32 levels (ValidationException); dynalite stores them.
+//   - DynamoDB Local returns the item with ReturnValuesOnConditionCheckFailure; dynalite none.
+//   - DynamoDB Local returns a number as it was written ("007.50"); dynalite normalises ("7.5").
+//   - DynamoDB Local's error responses lack the X-Amz-Crc32 header: the Go SDK then logs
+//     "failed to close HTTP response body ... checksum" once per error response (harmless).
+//
+// Both refuse unescaped reserved words, unused expression names or values and empty key values.
 package dynamotest
 
 import (

@@ -15,9 +15,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// ErrBadDocument is returned (wrapped) for a document that is not one JSON object, or that holds
-// a number DynamoDB cannot store (more than 38 significant digits, or a magnitude outside
-// 1E-130 .. 9.99E+125: Amazon DynamoDB Developer Guide, "Supported data types", Number).
+// ErrBadDocument is returned (wrapped) for a document that is not one JSON object, or that
+// DynamoDB cannot store: a number with more than 38 significant digits or a magnitude outside
+// 1E-130 .. 9.99E+125 (Amazon DynamoDB Developer Guide, "Supported data types", Number); an
+// object key that is empty or of 64 KiB or more (attribute names: "Naming rules"); objects and
+// arrays nested more than MaxDocDepth deep.
 var ErrBadDocument = errors.New("readmodel/dynamo: document cannot be stored as DynamoDB attributes")
 
 // Number limits of DynamoDB (Developer Guide, "Supported data types").
@@ -25,6 +27,17 @@ const (
 	maxNumberDigits = 38
 	minNumberExp    = -130 // power of ten of the leading digit of the smallest magnitude
 	maxNumberExp    = 125  // and of the largest
+)
+
+// Limits of DynamoDB on map attributes ("Naming rules"; "Nested attribute depth": 32 levels).
+// dynalite enforces none of them; DynamoDB Local 1.25.1 refuses an item past them with a
+// ValidationException, and the boundaries below are the ones it enforces.
+const (
+	// MaxDocDepth is how deep a document's objects and arrays may nest, the document itself
+	// counting as 1 (`{"a":[1]}` is 2 deep): DynamoDB's 32 levels of nested attributes, the
+	// item being the first.
+	MaxDocDepth   = 31
+	maxAttrNameSz = 64*1024 - 1 // bytes of an attribute name (a map key); names are never empty
 )
 
 // DocToAttributeValue converts a JSON object into a DynamoDB map attribute: objects become M,
@@ -45,7 +58,7 @@ func DocToAttributeValue(doc []byte) (*types.AttributeValueMemberM, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: the document is a JSON %s, want an object", ErrBadDocument, jsonKind(v))
 	}
-	av, err := toAV(obj, "")
+	av, err := toAV(obj, "", 1)
 	if err != nil {
 		return nil, err
 	}
@@ -68,12 +81,23 @@ func jsonKind(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-func toAV(v any, path string) (types.AttributeValue, error) {
+// toAV converts v, found at path at nesting depth (the document is 1).
+func toAV(v any, path string, depth int) (types.AttributeValue, error) {
+	switch v.(type) {
+	case map[string]any, []any:
+		if depth > MaxDocDepth {
+			return nil, fmt.Errorf("%w: at %s: objects and arrays nested more than %d deep", ErrBadDocument, path, MaxDocDepth)
+		}
+	}
 	switch x := v.(type) {
 	case map[string]any:
 		m := make(map[string]types.AttributeValue, len(x))
 		for k, e := range x {
-			av, err := toAV(e, path+"."+k)
+			if k == "" || len(k) > maxAttrNameSz {
+				return nil, fmt.Errorf("%w: at %s: an object key of %d bytes (DynamoDB takes 1 to %d)",
+					ErrBadDocument, orRoot(path), len(k), maxAttrNameSz)
+			}
+			av, err := toAV(e, path+"."+k, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -83,7 +107,7 @@ func toAV(v any, path string) (types.AttributeValue, error) {
 	case []any:
 		l := make([]types.AttributeValue, len(x))
 		for i, e := range x {
-			av, err := toAV(e, path+"["+strconv.Itoa(i)+"]")
+			av, err := toAV(e, path+"["+strconv.Itoa(i)+"]", depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -95,10 +119,7 @@ func toAV(v any, path string) (types.AttributeValue, error) {
 	case json.Number:
 		n, err := CanonicalNumber(string(x))
 		if err != nil {
-			if path == "" {
-				path = "."
-			}
-			return nil, fmt.Errorf("%w: at %s: %w", ErrBadDocument, path, err)
+			return nil, fmt.Errorf("%w: at %s: %w", ErrBadDocument, orRoot(path), err)
 		}
 		return &types.AttributeValueMemberN{Value: n}, nil
 	case bool:
@@ -107,6 +128,14 @@ func toAV(v any, path string) (types.AttributeValue, error) {
 		return &types.AttributeValueMemberNULL{Value: true}, nil
 	}
 	return nil, fmt.Errorf("%w: unexpected %T", ErrBadDocument, v)
+}
+
+// orRoot returns path, or "." for the document itself.
+func orRoot(path string) string {
+	if path == "" {
+		return "."
+	}
+	return path
 }
 
 // CanonicalNumber returns the canonical form of a decimal number (JSON number syntax, or

@@ -74,7 +74,9 @@ func TestDocRoundTrip(t *testing.T) {
 		{`{"s":"Détroit → Las Vegas","e":"","q":"\"\\\/\b\f\n\r\t\u0001\u2028"}`,
 			`{"e":"","q":"\"\\/\u0008\u000c\n\r\t\u0001` + "\u2028" + `","s":"Détroit → Las Vegas"}`},
 		{`{"deep":{"a":{"b":{"c":[[[{"d":[]}]]]}}}}`, `{"deep":{"a":{"b":{"c":[[[{"d":[]}]]]}}}}`},
-		{`{"":"empty key"}`, `{"":"empty key"}`},
+		{DeepDoc(MaxDocDepth), DeepDoc(MaxDocDepth)},
+		{DeepArrays(MaxDocDepth), DeepArrays(MaxDocDepth)},
+		{`{"` + strings.Repeat("k", 64*1024-1) + `":1}`, `{"` + strings.Repeat("k", 64*1024-1) + `":1}`},
 		{`{"big":12345678901234567890123456789012345678}`, `{"big":12345678901234567890123456789012345678}`},
 	}
 	for _, tt := range tests {
@@ -111,11 +113,24 @@ func TestDocToAttributeValueShapes(t *testing.T) {
 	}
 }
 
+// DeepDoc returns a document depth objects and arrays deep: objects nested in "a", an array
+// innermost. (Exported for the package's external tests.)
+func DeepDoc(depth int) string {
+	return strings.Repeat(`{"a":`, depth-1) + `[1]` + strings.Repeat(`}`, depth-1)
+}
+
+// DeepArrays returns a document depth deep: one object holding nested arrays.
+func DeepArrays(depth int) string {
+	return `{"a":` + strings.Repeat(`[`, depth-1) + strings.Repeat(`]`, depth-1) + `}`
+}
+
 func TestDocToAttributeValueErrors(t *testing.T) {
 	for _, in := range []string{``, `[]`, `"s"`, `1`, `null`, `{`, `{"a":1} {}`, `{"a":1}x`,
-		`{"n":1e400}`, `{"l":[1,{"n":123456789012345678901234567890123456789}]}`} {
+		`{"n":1e400}`, `{"l":[1,{"n":123456789012345678901234567890123456789}]}`,
+		`{"":1}`, `{"a":{"b":[{"":null}]}}`, `{"` + strings.Repeat("k", 64*1024) + `":1}`,
+		DeepDoc(MaxDocDepth + 1), DeepArrays(MaxDocDepth + 1)} {
 		if _, err := DocToAttributeValue([]byte(in)); !errors.Is(err, ErrBadDocument) {
-			t.Errorf("DocToAttributeValue(%s) error = %v, want ErrBadDocument", in, err)
+			t.Errorf("DocToAttributeValue(%.80s) error = %v, want ErrBadDocument", in, err)
 		}
 	}
 }

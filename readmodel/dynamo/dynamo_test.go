@@ -178,17 +178,47 @@ func TestNumbersThroughDynamoDB(t *testing.T) {
 	}
 }
 
-func TestBadDocumentWritesNothing(t *testing.T) {
+// TestDocumentLimits: documents at DynamoDB's limits are stored; one past them fails its Apply
+// with ErrBadDocument before any write (DynamoDB and DynamoDB Local would refuse the item write
+// with a ValidationException after the fence; dynalite would store it).
+func TestDocumentLimits(t *testing.T) {
 	e := newEnv(t)
-	err := e.s.Apply(ctxT(t), readmodel.Write{Projection: "p", ShardID: "s", Epoch: 1, Seq: "1",
-		Mutations: []readmodel.Mutation{put("c", "ok", `{"v":1}`), put("c", "bad", `{"v":1e400}`)}})
-	if !errors.Is(err, dynamo.ErrBadDocument) {
-		t.Fatalf("Apply with a bad document: err = %v, want ErrBadDocument", err)
+	longKey := strings.Repeat("k", 64*1024-1)
+	tests := []struct {
+		name, doc string
+		bad       bool
+	}{
+		{name: "deepest", doc: dynamo.DeepDoc(dynamo.MaxDocDepth)},
+		{name: "deepest arrays", doc: dynamo.DeepArrays(dynamo.MaxDocDepth)},
+		{name: "longest key", doc: `{"` + longKey + `":1}`},
+		{name: "too deep", doc: dynamo.DeepDoc(dynamo.MaxDocDepth + 1), bad: true},
+		{name: "too deep arrays", doc: dynamo.DeepArrays(dynamo.MaxDocDepth + 1), bad: true},
+		{name: "key too long", doc: `{"` + longKey + `k":1}`, bad: true},
+		{name: "empty key", doc: `{"":1}`, bad: true},
+		{name: "nested empty key", doc: `{"a":[{"":1}]}`, bad: true},
+		{name: "number too large", doc: `{"v":1e400}`, bad: true},
 	}
-	if _, u := e.c.reset(); u != 0 {
-		t.Fatalf("%d UpdateItems issued for a refused Apply, want 0", u)
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e.c.reset()
+			err := e.s.Apply(ctxT(t), readmodel.Write{Projection: "p", ShardID: "s", Epoch: 1, Seq: fmt.Sprint(i + 1),
+				Mutations: []readmodel.Mutation{put("c", "ok"+tt.name, `{"v":1}`), put("c", tt.name, tt.doc)}})
+			if !tt.bad {
+				if err != nil {
+					t.Fatalf("Apply: %v", err)
+				}
+				e.expect(t, "c", tt.name, tt.doc)
+				return
+			}
+			if !errors.Is(err, dynamo.ErrBadDocument) {
+				t.Fatalf("Apply with a bad document: err = %v, want ErrBadDocument", err)
+			}
+			if _, u := e.c.reset(); u != 0 {
+				t.Fatalf("%d UpdateItems issued for a refused Apply, want 0", u)
+			}
+			e.expect(t, "c", "ok"+tt.name, "")
+		})
 	}
-	e.expect(t, "c", "ok", "")
 }
 
 // TestZombieFencedAtItem: a zombie that got past the fence before the new owner raised it is
