@@ -3,7 +3,9 @@ package local
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,4 +64,65 @@ func BenchmarkLeaseUpdate(b *testing.B) {
 
 func leaseFor(proj string) shardmap.Lease {
 	return shardmap.Lease{Projection: proj, ShardID: "shardId-000000000000", Owner: "w", State: shardmap.StateActive}
+}
+
+// BenchmarkLeaseUpdateWhileCommitting measures renewals while 8 shards commit batches of 300
+// documents back to back in the same process (the load of a busy worker). Reports the
+// latency of a lease update: median, 99th percentile and maximum.
+func BenchmarkLeaseUpdateWhileCommitting(b *testing.B) {
+	s, err := Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		shard := fmt.Sprintf("shardId-%012d", g)
+		if _, err := s.Cursors().Claim(ctx, "bench", shard, 1); err != nil {
+			b.Fatal(err)
+		}
+		ms := make([]readmodel.Mutation, 300)
+		for i := range ms {
+			ms[i] = readmodel.Mutation{Collection: "airports", Key: fmt.Sprintf("%s-K%03d", shard, i),
+				Doc: fmt.Appendf(nil, `{"count":%d,"delay":{"sum":%d,"max":%d}}`, i, i*40, i%300)}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := 1; ctx.Err() == nil; seq++ {
+				w := readmodel.Write{Projection: "bench", ShardID: shard, Epoch: 1, Seq: strconv.Itoa(seq), Mutations: ms}
+				if err := s.ReadModels().Commit(ctx, w); err != nil && ctx.Err() == nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	l := leaseFor("bench")
+	if err := s.Leases().Create(ctx, l); err != nil {
+		b.Fatal(err)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if l, err = s.Leases().Update(ctx, l); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	cancel()
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+	b.ReportMetric(float64(lat[len(lat)-1].Nanoseconds()), "max-ns")
 }

@@ -9,7 +9,8 @@ import (
 	"github.com/projhost/projhost/shardmap"
 )
 
-// Leases is the shardmap.LeaseStore of a Store: table leases. Every write is one conditional
+// Leases is the shardmap.LeaseStore of a Store: table leases of leases.db, a file of its own so
+// that renewals never wait for read-model commits (package doc). Every write is one conditional
 // statement (INSERT ... ON CONFLICT DO NOTHING, UPDATE ... WHERE counter = ?). Safe for
 // concurrent use.
 type Leases struct{ s *Store }
@@ -18,7 +19,7 @@ var _ shardmap.LeaseStore = (*Leases)(nil)
 
 // List returns every lease of a projection, ordered by shard id.
 func (l *Leases) List(ctx context.Context, projection string) ([]shardmap.Lease, error) {
-	rows, err := l.s.db.QueryContext(ctx, `SELECT shard_id, owner, counter, epoch, parent_ids, state
+	rows, err := l.s.ldb.QueryContext(ctx, `SELECT shard_id, owner, counter, epoch, parent_ids, state
 		FROM leases WHERE projection = ? ORDER BY shard_id`, projection)
 	if err != nil {
 		return nil, fmt.Errorf("local: list leases of %q: %w", projection, err)
@@ -55,7 +56,7 @@ func parentsJSON(ids []string) string {
 // Create stores le if no lease exists for its (projection, shard); shardmap.ErrExists otherwise.
 func (l *Leases) Create(ctx context.Context, le shardmap.Lease) error {
 	var n int64
-	err := l.s.write(ctx, func(tx *sql.Tx) error {
+	err := l.s.writeLeases(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO leases
 			(projection, shard_id, owner, counter, epoch, parent_ids, state) VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (projection, shard_id) DO NOTHING`,
@@ -79,7 +80,7 @@ func (l *Leases) Create(ctx context.Context, le shardmap.Lease) error {
 // returns the stored lease. shardmap.ErrConflict when the counter differs or the lease is missing.
 func (l *Leases) Update(ctx context.Context, le shardmap.Lease) (shardmap.Lease, error) {
 	var n int64
-	err := l.s.write(ctx, func(tx *sql.Tx) error {
+	err := l.s.writeLeases(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE leases
 			SET owner = ?, counter = counter + 1, epoch = ?, parent_ids = ?, state = ?
 			WHERE projection = ? AND shard_id = ? AND counter = ?`,
@@ -103,7 +104,7 @@ func (l *Leases) Update(ctx context.Context, le shardmap.Lease) (shardmap.Lease,
 
 // Projections returns the names of the projections that have leases in the store, sorted.
 func (l *Leases) Projections(ctx context.Context) ([]string, error) {
-	rows, err := l.s.db.QueryContext(ctx, `SELECT DISTINCT projection FROM leases ORDER BY projection`)
+	rows, err := l.s.ldb.QueryContext(ctx, `SELECT DISTINCT projection FROM leases ORDER BY projection`)
 	if err != nil {
 		return nil, fmt.Errorf("local: list projections: %w", err)
 	}

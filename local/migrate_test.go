@@ -34,14 +34,6 @@ func openV1(t *testing.T, dir string) {
 	}
 }
 
-func userVersion(t *testing.T, s *Store) int {
-	t.Helper()
-	var v int
-	if err := s.db.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
 
 // TestMigrateV1 opens a version 1 database: Open upgrades it in place, keeping its rows, and the
 // upgraded database works like a new one (and opens again without migrating).
@@ -54,7 +46,7 @@ func TestMigrateV1(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Open #%d of a v1 database: %v", i+1, err)
 		}
-		if v := userVersion(t, s); v != SchemaVersion {
+		if v := userVersion(t, s.Path()); v != SchemaVersion {
 			t.Fatalf("schema version after Open = %d, want %d", v, SchemaVersion)
 		}
 		c, err := s.Cursors().Get(ctx, "p", "s")
