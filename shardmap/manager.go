@@ -523,6 +523,9 @@ func (m *Manager) renew(ctx context.Context, e *ownedLease, rep *RoundReport) {
 		rep.Lost++
 	default:
 		e.wmu.Unlock()
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return // the worker is stopping: ReleaseAll follows
+		}
 		m.cfg.logger.Warn("shardmap: lease renewal failed; retrying next round", "shard", l.ShardID, "err", err)
 	}
 }
