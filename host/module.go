@@ -14,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/projhost/projhost/internal/looprewrite"
 	"github.com/projhost/projhost/wasmabi"
 )
 
@@ -109,7 +110,7 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte, opts ...Mo
 	if !cfg.trusted {
 		// Prefer the instrumented module on the runtime without WithCloseOnContextDone (see
 		// instrument.go); fall back to wazero's mechanism when it cannot be instrumented.
-		if iw, start, ierr := instrument(wasm); ierr == nil {
+		if iw, start, ierr := looprewrite.Rewrite(wasm); ierr == nil {
 			if c, cerr := r.trusted.CompileModule(ctx, iw); cerr == nil {
 				compiled, wrt, interruptible, hasStart = c, r.trusted, true, start
 			}
