@@ -117,6 +117,10 @@ func TestHostileLoad(t *testing.T) {
 		{"empty", func(*testing.T) []byte { return nil }, []string{"not a WebAssembly module"}},
 		{"binary version 2", func(*testing.T) []byte { return []byte("\x00asm\x02\x00\x00\x00") }, []string{"binary format version 2 not supported"}},
 		{"truncated", func(*testing.T) []byte { return []byte("\x00asm\x01\x00\x00\x00\x01\x05") }, []string{"does not compile"}},
+		// A code section claiming 2^31 bodies in 15 bytes: wazero would allocate ~200 GB for
+		// them, and the process die of "fatal error: runtime: out of memory".
+		{"counts past the end", func(*testing.T) []byte { return []byte("\x00asm\x01\x00\x00\x00\n\x05\xe0\xe0\xe0\xe0\n") },
+			[]string{"does not compile", "entries declared"}},
 		{"missing export", func(t *testing.T) []byte { return wat(t, "missing_handle") }, []string{"missing export projhost_handle (i32,i32) -> (i64)"}},
 		{"wrong ABI version", func(t *testing.T) []byte { return wat(t, "abi_v2") }, []string{"ABI version 2 not supported (host speaks v1)"}},
 		{"no ABI marker", func(t *testing.T) []byte { return wat(t, "no_marker") }, []string{"missing export projhost_abi_v1"}},
