@@ -45,6 +45,9 @@ var hostileWAT = map[string]string{
 		`(drop (call $read (i32.const 300) (i32.const 1) (i32.const 300) (i32.const 1) (i32.const 65530) (i32.const 4096))) (i64.const 0)`,
 		`(data (i32.const 300) "c")`),
 	"stack_overflow": hostileModule("", `(call $rec) (i64.const 0)`, `(func $rec (call $rec))`),
+	// fork(32) makes 2^33 calls without a loop (tens of seconds) within a stack of depth 32.
+	"fork": hostileModule("", `(call $fork (i32.const 32)) (i64.const 0)`,
+		`(func $fork (param i32) (if (local.get 0) (then (call $fork (i32.sub (local.get 0) (i32.const 1))) (call $fork (i32.sub (local.get 0) (i32.const 1))))))`),
 	"proc_exit": hostileModule(`(import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))`,
 		`(call $exit (i32.const 3)) (i64.const 0)`, ""),
 	"init_trap": hostileModule("", `(i64.const 0)`, `(func (export "_initialize") unreachable)`),
@@ -174,6 +177,7 @@ func TestHostileRun(t *testing.T) {
 		{"log range out of bounds", "oob_log", ErrTrap, []string{"projhost.log: message range 4294967040..4294967140 is outside guest memory"}, true},
 		{"read buffer out of bounds", "oob_read_buf", ErrTrap, []string{"projhost.read: buffer range 65530.."}, true},
 		{"stack overflow", "stack_overflow", ErrTrap, []string{"stack overflow"}, true},
+		{"exponential recursion", "fork", ErrDeadline, []string{"projhost_handle did not return within the 300ms batch deadline"}, true},
 		{"proc_exit", "proc_exit", ErrExit, []string{"proc_exit(3)"}, true},
 		{"trap in _initialize", "init_trap", ErrTrap, []string{"_initialize: wasm error: unreachable"}, true},
 		{"read in _initialize", "read_in_init", ErrTrap, []string{"projhost.read called outside projhost_handle"}, true},

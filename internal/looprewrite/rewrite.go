@@ -1,27 +1,30 @@
 // Package looprewrite rewrites a WebAssembly module so that a host can stop it at any time at
-// the cost of a global decrement and a branch per loop iteration, and so that the module's code
-// leaves native code regularly (see host/RATIONALE.md, "The batch deadline").
+// the cost of a global decrement and a branch per loop iteration and call, and so that the
+// module's code leaves native code regularly (see host/RATIONALE.md, "The batch deadline").
 //
 // wazero's own way of stopping a runaway guest, WithCloseOnContextDone, makes every loop
 // iteration leave the guest's machine code for a Go function that checks whether the module was
 // closed: a full exit to Go and back per iteration (and, in Go guests, per function call: every Go
 // function body is a loop). That slowed the projhost example handlers 5-8x. Rewrite instead adds
 // two globals, $interrupt (set only by the host, exported as InterruptExport) and $fuel (used only
-// by the inserted code), and at every loop header inserts
+// by the inserted code), and at every loop header, and at the entry of every function that calls
+// another (unless it starts with a loop), inserts
 //
 //	global.get $fuel  i32.const 1  i32.sub  global.set $fuel
 //	global.get $fuel  i32.eqz
-//	if                                             ;; every Period iterations:
+//	if                                             ;; every Period checks:
 //	  i32.const Period  global.set $fuel
 //	  i32.const 0  memory.grow  drop               ;; a no-op that exits to Go (see below)
 //	  global.get $interrupt  if  unreachable  end
 //	end
-//	...original loop body...
+//	...original loop or function body...
 //
 // The host compiles the result on a wazero runtime without WithCloseOnContextDone and sets
-// $interrupt (from a timer, say) to stop the guest: it traps at one of its next Period loop
-// headers. Every unbounded execution passes a loop header infinitely often (recursion without a
-// loop ends in a stack overflow trap; host imports return), so this bounds every call.
+// $interrupt (from a timer, say) to stop the guest: it traps at one of its next Period checks.
+// Between two checks a guest runs for a time bounded by the size of its code: a loop iteration
+// meets one, and so does a call but to a function that calls no other (host imports return).
+// Checking loops alone would not do: f(n) calling f(n-1) twice runs for 2^n calls within a
+// stack of depth n.
 //
 // The periodic memory.grow(0) matters: native guest code cannot be preempted by the Go runtime,
 // so a guest that never left it would stall every stop-the-world phase of the Go GC, and with it
@@ -46,17 +49,16 @@ import (
 	"slices"
 )
 
-// Period is the number of loop iterations between two slow-path checks (memory.grow(0) and the
-// test of $interrupt): at a few ns per iteration, a runaway guest sees the interrupt, and lets a
-// Go GC stop the world, within ~0.1 ms.
+// Period is the number of checks (loop iterations and calls) between two slow paths
+// (memory.grow(0) and the test of $interrupt): at a few ns per iteration, a runaway guest sees
+// the interrupt, and lets a Go GC stop the world, within ~0.1 ms.
 const Period = 16384
 
 // Names of the exports Rewrite adds. They contain a '.', so they cannot clash with Go
 // //go:wasmexport or AssemblyScript names by accident.
 const (
 	// InterruptExport is the mutable i32 global, initially 0, that stops the guest when set to a
-	// value other than 0: it traps (unreachable) at one of the next Period loop headers it
-	// reaches. Setting it back to 0 lets an instance that is not running be called again.
+	// value other than 0: it traps (unreachable) at one of the next Period checks it reaches. Setting it back to 0 lets an instance that is not running be called again.
 	InterruptExport = "projhost.interrupt"
 	// StartExport is the module's start function, () -> (), exported when the module had a start
 	// section (which Rewrite removes).
@@ -364,7 +366,8 @@ func loopCheck(g uint32, hasMemory bool) []byte {
 	return append(c, 0x0B)                // end
 }
 
-// instrumentCode rewrites the code section body, inserting check after every loop instruction.
+// instrumentCode rewrites the code section body, inserting check after every loop instruction
+// and at the entry of every function that calls (see instrumentFunc).
 func instrumentCode(body, check []byte, g uint32) ([]byte, error) {
 	r := newReader(body)
 	n := r.U32()
@@ -388,35 +391,48 @@ func instrumentCode(body, check []byte, g uint32) ([]byte, error) {
 	return out, r.Err
 }
 
+// instrumentFunc appends the body code, rewritten, to dst: check after every loop instruction
+// and, if the body calls a function (call, call_indirect, call_ref and their return_ forms),
+// check at its entry too, unless its first instruction is a loop (whose check then runs at
+// entry anyway). Without the entry check, recursion without loops could run for an
+// exponential time within a bounded stack depth (f(n) calls f(n-1) twice) and never meet a
+// check. Functions that do not call need none: their running time between two checks is
+// bounded by their size.
 func instrumentFunc(dst, code, check []byte, g uint32) ([]byte, error) {
 	r := newReader(code)
 	for n := r.U32(); n > 0 && r.Err == nil; n-- { // local declarations
 		r.U32()
 		r.ValType()
 	}
-	last := 0
+	dst = append(dst, code[:r.Off]...)
+	entry, last := len(dst), r.Off
+	firstIsLoop, calls := r.Peek() == 0x03, false
 	for r.Off < len(r.B) && r.Err == nil {
 		op := r.Byte()
-		if op == 0x03 { // loop
+		switch {
+		case op == 0x03: // loop
 			r.blockType()
 			dst = append(dst, code[last:r.Off]...)
 			dst = append(dst, check...)
 			last = r.Off
-			continue
-		}
-		if op == 0x23 || op == 0x24 { // global.get, global.set
+		case op == 0x23 || op == 0x24: // global.get, global.set
 			// The interrupt global gets the first index past the module's own globals. A
 			// reference to it (or beyond) is invalid in the original module and must not become
 			// valid by the rewrite: a guest able to clear the flag would escape the deadline.
 			if idx := r.U32(); r.Err == nil && idx >= g {
 				r.fail("global index %d out of range (the module has %d globals)", idx, g)
 			}
-			continue
+		default:
+			calls = calls || op >= 0x10 && op <= 0x15
+			r.skipImmediates(op)
 		}
-		r.skipImmediates(op)
 	}
 	if r.Err != nil {
 		return nil, r.Err
 	}
-	return append(dst, code[last:]...), nil
+	dst = append(dst, code[last:]...)
+	if calls && !firstIsLoop {
+		dst = slices.Insert(dst, entry, check...)
+	}
+	return dst, nil
 }

@@ -18,17 +18,18 @@ import (
 )
 
 // testdataWant describes the hand-written modules testdata/<name>.wasm (assembled from
-// <name>.wat): their loops, the index of the interrupt flag after the rewrite (their own and
-// imported globals), whether they have a memory and a start section.
+// <name>.wat): their loops, their functions that call and do not start with a loop, the index of
+// the interrupt flag after the rewrite (their own and imported globals), whether they have a
+// memory and a start section.
 var testdataWant = map[string]struct {
-	loops         int
-	flag          uint32
-	memory, start bool
+	loops, entries int
+	flag           uint32
+	memory, start  bool
 }{
 	"min":   {loops: 1},
-	"loops": {loops: 3, start: true},
-	"full":  {loops: 6, flag: 5, memory: true, start: true},
-	"spin":  {loops: 1, memory: true},
+	"loops": {loops: 3, entries: 1, start: true},
+	"full":  {loops: 6, entries: 1, flag: 5, memory: true, start: true},
+	"spin":  {loops: 1, entries: 1, memory: true},
 }
 
 type testdataModule struct {
@@ -62,7 +63,8 @@ func testdataModules(tb testing.TB) []testdataModule {
 }
 
 // TestRewriteTestdata: each hand-written module is rewritten with one check per loop (the byte
-// 0x03 in immediates is not taken for a loop) and passes the checker.
+// 0x03 in immediates is not taken for a loop) and per function entry that needs one, and passes
+// the checker.
 func TestRewriteTestdata(t *testing.T) {
 	c := newChecker(t, fuzzMemPages, false)
 	for _, m := range testdataModules(t) {
@@ -75,8 +77,8 @@ func TestRewriteTestdata(t *testing.T) {
 			if res.hasStart != want.start {
 				t.Errorf("hasStart = %v, want %v", res.hasStart, want.start)
 			}
-			if n := bytes.Count(res.out, loopCheck(want.flag, want.memory)); n != want.loops {
-				t.Errorf("%d checks inserted, want %d", n, want.loops)
+			if n := bytes.Count(res.out, loopCheck(want.flag, want.memory)); n != want.loops+want.entries {
+				t.Errorf("%d checks inserted, want %d + %d", n, want.loops, want.entries)
 			}
 		})
 	}
@@ -163,10 +165,9 @@ func TestRewriteInterrupt(t *testing.T) {
 	flag := inst.ExportedGlobal(InterruptExport).(api.MutableGlobal)
 	spin := inst.ExportedFunction("spin")
 	steps := []struct {
-		flag      uint64
-		headers   uint64 // loop headers spin runs
-		wantTrap  bool
-		afterTrap string
+		flag     uint64
+		headers  uint64 // loop headers spin runs
+		wantTrap bool
 	}{
 		{flag: 1, headers: Period - 1},
 		{flag: 1, headers: 1, wantTrap: true},      // the Period-th header
@@ -180,6 +181,39 @@ func TestRewriteInterrupt(t *testing.T) {
 		_, err := spin.Call(ctx, s.headers)
 		if trapped := err != nil; trapped != s.wantTrap || (trapped && !strings.Contains(err.Error(), "unreachable")) {
 			t.Fatalf("step %d (flag %d, %d headers): err = %v, want a trap: %v", i, s.flag, s.headers, err, s.wantTrap)
+		}
+	}
+	// fork(24) makes 2^25 calls (~0.1 s), without a loop: the checks at its entry stop it
+	// within Period calls.
+	if _, err := inst.ExportedFunction("fork").Call(ctx, 24); err == nil || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("fork(24) with the interrupt flag set: err = %v, want a trap", err)
+	}
+}
+
+// TestEntryCheck: where instrumentFunc puts the checks of a function body (locals, then
+// instructions).
+func TestEntryCheck(t *testing.T) {
+	check := []byte{0xEE} // a marker: instrumentFunc copies it verbatim
+	locals := []byte{1, 2, 0x7F}
+	cases := []struct {
+		name       string
+		body, want []byte
+	}{
+		{"no call", []byte{0x41, 0, 0x1A, 0x0B}, []byte{0x41, 0, 0x1A, 0x0B}},
+		{"call", []byte{0x10, 0, 0x0B}, []byte{0xEE, 0x10, 0, 0x0B}},
+		{"call_indirect after a block", []byte{0x02, 0x40, 0x41, 0, 0x11, 0, 0, 0x0B, 0x0B},
+			[]byte{0xEE, 0x02, 0x40, 0x41, 0, 0x11, 0, 0, 0x0B, 0x0B}},
+		{"return_call", []byte{0x12, 0, 0x0B}, []byte{0xEE, 0x12, 0, 0x0B}},
+		{"call_ref", []byte{0xD0, 0x70, 0x14, 0, 0x0B}, []byte{0xEE, 0xD0, 0x70, 0x14, 0, 0x0B}},
+		{"starting with a loop", []byte{0x03, 0x40, 0x10, 0, 0x0B, 0x0B}, []byte{0x03, 0x40, 0xEE, 0x10, 0, 0x0B, 0x0B}},
+		{"a loop after a call", []byte{0x10, 0, 0x03, 0x40, 0x0B, 0x0B}, []byte{0xEE, 0x10, 0, 0x03, 0x40, 0xEE, 0x0B, 0x0B}},
+		// The byte 0x10 as an immediate is no call.
+		{"0x10 in an immediate", []byte{0x41, 0x10, 0x1A, 0x0B}, []byte{0x41, 0x10, 0x1A, 0x0B}},
+	}
+	for _, c := range cases {
+		got, err := instrumentFunc(nil, slices.Concat(locals, c.body), check, 1)
+		if want := slices.Concat(locals, c.want); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: % x, %v; want % x", c.name, got, err, want)
 		}
 	}
 }

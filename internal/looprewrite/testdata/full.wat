@@ -1,7 +1,8 @@
 ;; full.wat — every kind of import, export and section the rewriter passes through, and
 ;; instructions whose immediates contain the byte 0x03 (the loop opcode), which must not be
-;; mistaken for loops. Loops: 6 (one in unreachable code, one taking a parameter). Start
-;; section: yes ($init, an imported function's caller).
+;; mistaken for loops. Loops: 6 (one in unreachable code, one taking a parameter). Functions that
+;; call: 2, one starting with a loop ($loops, no entry check) and $init. Start section: yes
+;; ($init).
 (module
   (type $ii (func (param i32) (result i32)))
   (import "env" "f" (func $imp (param i32) (result i32)))
