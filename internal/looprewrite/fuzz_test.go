@@ -16,6 +16,10 @@ const fuzzMemPages = 16
 // stops every exported function. Seeds: the modules in testdata/*.wasm, the AssemblyScript
 // examples (build/wasm; the Go ones, 2.7 MB each, take seconds to compile and are checked by
 // TestRewriteExamples instead), the modules of TestRewriteErrors, and testdata/fuzz/FuzzRewrite.
+// Run it with a short minimization time: minimizing an input derived from a 30 KB seed takes
+// the default 60 s, during which nothing else runs:
+//
+//	go test -run '^$' -fuzz=FuzzRewrite -fuzztime=5m -fuzzminimizetime=5s ./internal/looprewrite
 func FuzzRewrite(f *testing.F) {
 	for _, m := range testdataModules(f) {
 		f.Add(m.wasm)

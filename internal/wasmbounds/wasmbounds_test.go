@@ -142,7 +142,8 @@ func TestCheckRefuses(t *testing.T) {
 
 // FuzzCheck: Check never panics and is deterministic; a module it passes compiles (or fails to)
 // with wazero allocating at most maxAlloc; and a module it refuses for a reason other than the
-// limits on locals does not compile, when compiling it is safe (testwasm.SmallLEBs).
+// limits on locals does not compile, when compiling it is safe (testwasm.SmallLEBs). Run it
+// with a short -fuzzminimizetime (see FuzzRewrite in internal/looprewrite).
 func FuzzCheck(f *testing.F) {
 	for _, name := range []string{testwasm.CountAS, testwasm.FlightDelaysAS} {
 		w, err := os.ReadFile(testwasm.Path(f, name))
