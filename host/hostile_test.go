@@ -45,6 +45,9 @@ var hostileWAT = map[string]string{
 		`(drop (call $read (i32.const 300) (i32.const 1) (i32.const 300) (i32.const 1) (i32.const 65530) (i32.const 4096))) (i64.const 0)`,
 		`(data (i32.const 300) "c")`),
 	"stack_overflow": hostileModule("", `(call $rec) (i64.const 0)`, `(func $rec (call $rec))`),
+	// fork(32) makes 2^33 calls without a loop (tens of seconds) within a stack of depth 32.
+	"fork": hostileModule("", `(call $fork (i32.const 32)) (i64.const 0)`,
+		`(func $fork (param i32) (if (local.get 0) (then (call $fork (i32.sub (local.get 0) (i32.const 1))) (call $fork (i32.sub (local.get 0) (i32.const 1))))))`),
 	"proc_exit": hostileModule(`(import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))`,
 		`(call $exit (i32.const 3)) (i64.const 0)`, ""),
 	"init_trap": hostileModule("", `(i64.const 0)`, `(func (export "_initialize") unreachable)`),
@@ -117,6 +120,10 @@ func TestHostileLoad(t *testing.T) {
 		{"empty", func(*testing.T) []byte { return nil }, []string{"not a WebAssembly module"}},
 		{"binary version 2", func(*testing.T) []byte { return []byte("\x00asm\x02\x00\x00\x00") }, []string{"binary format version 2 not supported"}},
 		{"truncated", func(*testing.T) []byte { return []byte("\x00asm\x01\x00\x00\x00\x01\x05") }, []string{"does not compile"}},
+		// A code section claiming 2^31 bodies in 15 bytes: wazero would allocate ~200 GB for
+		// them, and the process die of "fatal error: runtime: out of memory".
+		{"counts past the end", func(*testing.T) []byte { return []byte("\x00asm\x01\x00\x00\x00\n\x05\xe0\xe0\xe0\xe0\n") },
+			[]string{"does not compile", "entries declared"}},
 		{"missing export", func(t *testing.T) []byte { return wat(t, "missing_handle") }, []string{"missing export projhost_handle (i32,i32) -> (i64)"}},
 		{"wrong ABI version", func(t *testing.T) []byte { return wat(t, "abi_v2") }, []string{"ABI version 2 not supported (host speaks v1)"}},
 		{"no ABI marker", func(t *testing.T) []byte { return wat(t, "no_marker") }, []string{"missing export projhost_abi_v1"}},
@@ -170,6 +177,7 @@ func TestHostileRun(t *testing.T) {
 		{"log range out of bounds", "oob_log", ErrTrap, []string{"projhost.log: message range 4294967040..4294967140 is outside guest memory"}, true},
 		{"read buffer out of bounds", "oob_read_buf", ErrTrap, []string{"projhost.read: buffer range 65530.."}, true},
 		{"stack overflow", "stack_overflow", ErrTrap, []string{"stack overflow"}, true},
+		{"exponential recursion", "fork", ErrDeadline, []string{"projhost_handle did not return within the 300ms batch deadline"}, true},
 		{"proc_exit", "proc_exit", ErrExit, []string{"proc_exit(3)"}, true},
 		{"trap in _initialize", "init_trap", ErrTrap, []string{"_initialize: wasm error: unreachable"}, true},
 		{"read in _initialize", "read_in_init", ErrTrap, []string{"projhost.read called outside projhost_handle"}, true},

@@ -10,8 +10,9 @@ import (
 
 // interrupter enforces the batch deadline of an instrumented module (instrument.go): while armed,
 // a timer and the caller's context set the instance's interruptExport global, which makes the
-// guest trap at its next loop header. One per Handler; its methods are called with the Handler's
-// mutex held, except fire, which runs on timer and context goroutines.
+// guest trap within looprewrite.Period checks (loop headers and entries of calling functions).
+// One per Handler; its methods are called with the Handler's mutex held, except fire, which runs
+// on timer and context goroutines.
 type interrupter struct {
 	mu     sync.Mutex
 	flag   api.MutableGlobal // the current instance's global; nil without an instance

@@ -14,6 +14,8 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/projhost/projhost/internal/looprewrite"
+	"github.com/projhost/projhost/internal/wasmbounds"
 	"github.com/projhost/projhost/wasmabi"
 )
 
@@ -74,11 +76,12 @@ func (m *Module) Trusted() bool { return m.cfg.trusted }
 // compilation cache makes a reload of the same bytes fast). name labels logs and errors.
 //
 // Checks, each failing with an error wrapping ErrInvalidModule that names the problem: the bytes
-// are a WebAssembly binary; it compiles and its declared minimum memory fits the runtime's
-// memory cap; it exports projhost_abi_v1 (not another version), memory, projhost_alloc
-// (i32)->i32 and projhost_handle (i32,i32)->i64, optionally _initialize ()->(), and not
-// _start; it imports only functions of projhost (log, fail, read), wasi_snapshot_preview1 and
-// env.abort, with the signatures the host provides, and no memory.
+// are a WebAssembly binary; it declares no count or length past the bytes that follow and keeps
+// to internal/wasmbounds' limits on locals (reported as "does not compile"); it compiles and its
+// declared minimum memory fits the runtime's memory cap; it exports projhost_abi_v1 (not another
+// version), memory, projhost_alloc (i32)->i32 and projhost_handle (i32,i32)->i64, optionally
+// _initialize ()->(), and not _start; it imports only functions of projhost (log, fail, read),
+// wasi_snapshot_preview1 and env.abort, with the signatures the host provides, and no memory.
 func (r *Runtime) Load(ctx context.Context, name string, wasm []byte, opts ...ModuleOption) (*Module, error) {
 	cfg := moduleConfig{deadline: DefaultBatchDeadline}
 	for _, o := range opts {
@@ -99,6 +102,9 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte, opts ...Mo
 	if v := wasm[4:8]; !bytes.Equal(v, []byte{1, 0, 0, 0}) {
 		return nil, invalidModule(name, "WebAssembly binary format version %d not supported (want 1; components are not supported)", uint32(v[0])|uint32(v[1])<<8|uint32(v[2])<<16|uint32(v[3])<<24)
 	}
+	if err := wasmbounds.Check(wasm); err != nil { // before wazero, which could run out of memory
+		return nil, invalidModule(name, "does not compile: %s", err)
+	}
 	wrt := r.deadline
 	if cfg.trusted {
 		wrt = r.trusted
@@ -109,7 +115,7 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte, opts ...Mo
 	if !cfg.trusted {
 		// Prefer the instrumented module on the runtime without WithCloseOnContextDone (see
 		// instrument.go); fall back to wazero's mechanism when it cannot be instrumented.
-		if iw, start, ierr := instrument(wasm); ierr == nil {
+		if iw, start, ierr := looprewrite.Rewrite(wasm); ierr == nil {
 			if c, cerr := r.trusted.CompileModule(ctx, iw); cerr == nil {
 				compiled, wrt, interruptible, hasStart = c, r.trusted, true, start
 			}

@@ -67,3 +67,23 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+func TestSmallLEBs(t *testing.T) {
+	cases := []struct {
+		name string
+		b    []byte
+		want bool
+	}{
+		{"empty", nil, true},
+		{"2^16 in three bytes", []byte{0x80, 0x80, 0x04}, true},
+		{"2^16+1", []byte{0x81, 0x80, 0x04}, false},
+		{"2^31-1 after small bytes", []byte{1, 2, 0xFF, 0xFF, 0xFF, 0xFF, 0x07}, false},
+		{"unterminated at the end", []byte{0x7F, 0xFF, 0xFF, 0xFF}, false},
+		{"header", []byte("\x00asm\x01\x00\x00\x00"), true},
+	}
+	for _, c := range cases {
+		if got := testwasm.SmallLEBs(c.b); got != c.want {
+			t.Errorf("%s: SmallLEBs(% x) = %v, want %v", c.name, c.b, got, c.want)
+		}
+	}
+}
