@@ -52,7 +52,7 @@ type moduleConfig struct {
 }
 
 // WithTrusted runs the module without a batch deadline, unmodified. The deadline costs little
-// (see instrument.go: one global load per loop iteration), so trust is rarely worth it; modules
+// (internal/looprewrite: one global load per loop iteration and per entry of a function that calls), so trust is rarely worth it; modules
 // the host cannot instrument fall back to wazero's deadline, which slows guest code 5-8x. A
 // trusted handler stuck in a loop blocks its shard forever, and canceling the context
 // passed to Handle does not interrupt it. Default false.
