@@ -39,6 +39,7 @@ type Runner struct {
 
 	mu      sync.Mutex
 	shards  map[string]*shardRun
+	epochs  map[string]int64 // the epoch of each shard's latest acquisition by this worker
 	wg      sync.WaitGroup
 	ctx     context.Context
 	stopped atomic.Bool
@@ -73,7 +74,7 @@ func New(cfg Config) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, shards: map[string]*shardRun{}, resync: make(chan struct{}, 1)}
+	r := &Runner{cfg: cfg, shards: map[string]*shardRun{}, epochs: map[string]int64{}, resync: make(chan struct{}, 1)}
 	r.log = cfg.Logger.With("projection", cfg.Projection, "worker", cfg.WorkerID)
 	pc := cfg.Config
 	pc.Hooks = r.countingHooks(cfg.Hooks)
@@ -88,7 +89,7 @@ func New(cfg Config) (*Runner, error) {
 		shardmap.WithLeaseDuration(cfg.LeaseDuration),
 		shardmap.WithEvents(shardmap.Events{
 			Acquired:         r.onAcquired,
-			Lost:             r.onLost,
+			LostBecause:      r.onLost,
 			ReleaseRequested: r.onReleaseRequested,
 		}))
 	return r, nil
@@ -285,6 +286,7 @@ func (r *Runner) onAcquired(shardID string, l shardmap.Lease) {
 		return
 	}
 	r.lease(shardID, l.Epoch, projection.LeaseAcquired, "")
+	r.epochs[shardID] = l.Epoch
 	prev := r.shards[shardID]
 	if prev != nil {
 		// A previous loop of this shard (lost, then re-acquired) must end before a new one starts.
@@ -309,12 +311,14 @@ func (r *Runner) onAcquired(shardID string, l shardmap.Lease) {
 	}()
 }
 
-func (r *Runner) onLost(shardID string) {
+// onLost stops the shard's loop (if it still runs: a fenced commit may have ended it already)
+// and reports the loss with its reason.
+func (r *Runner) onLost(shardID string, why shardmap.LossReason) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.lease(shardID, r.epochs[shardID], projection.LeaseLost, string(why))
 	if s, ok := r.shards[shardID]; ok {
-		r.log.Warn("lease lost: stopping shard without saving", "shard", shardID, "epoch", s.epoch)
-		r.lease(shardID, s.epoch, projection.LeaseLost, "lease lost")
+		r.log.Warn("lease lost: stopping shard without saving", "shard", shardID, "epoch", s.epoch, "reason", why)
 		s.cancel()
 	}
 }

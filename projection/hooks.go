@@ -89,5 +89,8 @@ type LeaseInfo struct {
 	ShardInfo
 	Worker string
 	Event  LeaseEvent
-	Reason string // for LeaseLost: why (e.g. "not renewed in time", "written by another worker")
+	// Reason is, for LeaseLost, why (a shardmap.LossReason: "taken by another worker" for a
+	// balancing steal or a take after expiry, "not renewed within the lease duration" for a
+	// self-inflicted loss).
+	Reason string
 }

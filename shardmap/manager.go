@@ -43,7 +43,26 @@ type Events struct {
 	// then. When ReleaseRequested is nil the Manager releases the lease itself and reports
 	// Lost instead.
 	ReleaseRequested func(shardID string)
+	// LostBecause, when set, is called with every Lost notification (right after Lost) and
+	// says why: observers tell a balancing steal from a self-inflicted loss with it.
+	LostBecause func(shardID string, reason LossReason)
 }
+
+// LossReason says why a lease was lost.
+type LossReason string
+
+// Why leases are lost.
+const (
+	// LostTaken: another worker wrote the lease (a steal by the balancer, or a take after it
+	// saw the lease expire).
+	LostTaken LossReason = "taken by another worker"
+	// LostNotRenewed: this worker did not complete a renewal within the lease duration on its
+	// own clock (a paused, starved or partitioned worker, or a store slower than the lease).
+	LostNotRenewed LossReason = "not renewed within the lease duration"
+	// LostReleased: the Manager released the lease itself (above the target with no
+	// ReleaseRequested callback).
+	LostReleased LossReason = "released by the balancer"
+)
 
 // Option configures a Manager. Options are applied in order by NewManager.
 type Option func(*config)
@@ -336,7 +355,7 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 	m.mu.Unlock()
 	for _, id := range lost {
 		m.cfg.logger.Info("shardmap: lease lost: written by another worker", "shard", id)
-		m.emitLost(id)
+		m.emitLost(id, LostTaken)
 		rep.Lost++
 	}
 
@@ -430,7 +449,7 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 					m.cfg.logger.Warn("shardmap: release failed", "shard", id, "err", err)
 				}
 				rep.Writes++
-				m.emitLost(id)
+				m.emitLost(id, LostReleased)
 			}
 		}
 	}
@@ -486,7 +505,7 @@ func (m *Manager) renew(ctx context.Context, e *ownedLease, rep *RoundReport) {
 		e.wmu.Unlock()
 		m.cfg.logger.Info("shardmap: lease lost: not renewed within the lease duration", "shard", l.ShardID,
 			"since_renew", start-validFrom, "lease_duration", m.cfg.leaseDuration)
-		m.emitLost(l.ShardID)
+		m.emitLost(l.ShardID, LostNotRenewed)
 		rep.Lost++
 		return
 	}
@@ -513,13 +532,13 @@ func (m *Manager) renew(ctx context.Context, e *ownedLease, rep *RoundReport) {
 		m.handBack(ctx, nl, rep)
 		e.wmu.Unlock()
 		m.cfg.logger.Warn("shardmap: lease lost: renewal completed after the lease duration", "shard", l.ShardID)
-		m.emitLost(l.ShardID)
+		m.emitLost(l.ShardID, LostNotRenewed)
 		rep.Lost++
 	case errors.Is(err, ErrConflict):
 		m.drop(e)
 		e.wmu.Unlock()
 		m.cfg.logger.Info("shardmap: lease lost: renewal conflicted", "shard", l.ShardID)
-		m.emitLost(l.ShardID)
+		m.emitLost(l.ShardID, LostTaken)
 		rep.Lost++
 	default:
 		e.wmu.Unlock()
@@ -689,10 +708,17 @@ func (m *Manager) dropLocked(e *ownedLease) {
 	}
 }
 
-func (m *Manager) emitLost(shardID string) {
-	if f := m.cfg.events.Lost; f != nil {
-		m.emitMu.Lock() // renewals run in parallel; events stay one at a time
-		defer m.emitMu.Unlock()
-		f(shardID)
+func (m *Manager) emitLost(shardID string, why LossReason) {
+	e := m.cfg.events
+	if e.Lost == nil && e.LostBecause == nil {
+		return
+	}
+	m.emitMu.Lock() // renewals run in parallel; events stay one at a time
+	defer m.emitMu.Unlock()
+	if e.Lost != nil {
+		e.Lost(shardID)
+	}
+	if e.LostBecause != nil {
+		e.LostBecause(shardID, why)
 	}
 }

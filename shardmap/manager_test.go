@@ -549,9 +549,11 @@ func TestNoReleaseHandler(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, 8)
 	var lost []string
+	why := map[shardmap.LossReason]int{}
 	clk := shardmap.NewManualClock(0)
 	a := shardmap.NewManager(c.backing, proj, "a", shardmap.WithClock(clk), shardmap.WithLogger(quiet),
-		shardmap.WithEvents(shardmap.Events{Lost: func(id string) { lost = append(lost, id) }}))
+		shardmap.WithEvents(shardmap.Events{Lost: func(id string) { lost = append(lost, id) },
+			LostBecause: func(_ string, r shardmap.LossReason) { why[r]++ }}))
 	if _, err := a.Round(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -572,6 +574,9 @@ func TestNoReleaseHandler(t *testing.T) {
 	}
 	if len(lost) != 4 {
 		t.Fatalf("a reported %d lost, want 4 (released or stolen)", len(lost))
+	}
+	if why[shardmap.LostReleased]+why[shardmap.LostTaken] != 4 || why[shardmap.LostReleased] == 0 || why[shardmap.LostNotRenewed] != 0 {
+		t.Errorf("loss reasons %v, want 4 released or taken (at least one released), none not renewed", why)
 	}
 	for _, id := range lost {
 		if owned[id] {
