@@ -65,12 +65,12 @@
 //  1. Fence: one UpdateItem raising the fence's epoch to w.Epoch and hi to w.Seq, conditional on
 //     the stored epoch <= w.Epoch (else readmodel.ErrFenced).
 //  2. Registry: ADD of collections this process has not registered yet (once per process).
-//  3. One UpdateItem per distinct key (the last mutation of a key wins), up to MaxInFlight at a
-//     time (WithMaxInFlight): SET doc (put) or REMOVE doc (delete, leaving a tombstone), SET seq:S and epoch:S,
-//     conditional on seq:S absent or < w.Seq and epoch:S absent or <= w.Epoch. A failed
-//     condition is read back: a newer epoch there is ErrFenced (a zombie that passed step 1
-//     before the new owner raised the fence), otherwise the key already holds this shard's
-//     effects up to w.Seq or later and is skipped.
+//  3. One UpdateItem per distinct key (the last mutation of a key wins), up to MaxInFlight
+//     (WithMaxInFlight) at a time: SET doc (put) or REMOVE doc (delete, leaving a tombstone),
+//     SET seq:S and epoch:S, conditional on seq:S absent or < w.Seq and epoch:S absent or <=
+//     w.Epoch. A failed condition is read back: a newer epoch there is ErrFenced (a zombie that
+//     passed step 1 before the new owner raised the fence), otherwise the key already holds this
+//     shard's effects up to w.Seq or later and is skipped.
 //
 // So a replayed Apply changes nothing it already changed, a partially applied Apply completes on
 // replay, and a zombie cannot overwrite a newer owner's work.
