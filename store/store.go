@@ -26,7 +26,7 @@ const (
 	// Fenced: no transactions; Apply writes items conditionally on per-item, per-shard sequence
 	// markers, WriteClaimer fences older owners out and reports the high-water mark of an
 	// interrupted Apply, and the cursor is saved after Apply (DynamoDB;
-	// readmodel/dynamo/RATIONALE.md).
+	// store/dynamo/RATIONALE.md).
 	Fenced
 )
 

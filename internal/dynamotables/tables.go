@@ -1,16 +1,16 @@
 // Package dynamotables is the one definition of projhost's DynamoDB tables (names, key schemas,
-// billing) and the DynamoDB client setup shared by shardmap/dynamo, cursorstore/dynamo,
-// readmodel/dynamo and deadletter/dynamo, the `tables create` command and the SAM template.
+// billing) and the DynamoDB client setup shared by the stores of store/dynamo,
+// internal/dynamotest, the `tables create` command and the SAM template.
 //
 // Tables (names are prefix + fixed suffix, e.g. "projhost-leases"); every key attribute is a
 // string, billing is PAY_PER_REQUEST, there are no secondary indexes:
 //
 //	prefix+"leases"     HASH "projection"  RANGE "shard"  one item per (projection, shard) lease
 //	prefix+"cursors"    HASH "projection"  RANGE "shard"  one item per (projection, shard) cursor
-//	prefix+"readmodel"  HASH "pk"          RANGE "sk"     documents, tombstones, fences (see
-//	                                                      readmodel/dynamo for the item layout)
-//	prefix+"deadletters" HASH "projection" RANGE "sk"     dead letters and their data chunks (see
-//	                                                      deadletter/dynamo for the item layout)
+//	prefix+"readmodel"  HASH "pk"          RANGE "sk"     documents, tombstones, fences
+//	prefix+"deadletters" HASH "projection" RANGE "sk"     dead letters and their data chunks
+//
+// store/dynamo's package documentation describes the items of each table.
 package dynamotables
 
 import (
@@ -43,10 +43,10 @@ const (
 	LeasesSK      = "shard"      // S: shard id
 	CursorsPK     = "projection" // S: projection name
 	CursorsSK     = "shard"      // S: shard id
-	ReadModelPK   = "pk"         // S: projection + "#" + collection (see readmodel/dynamo)
+	ReadModelPK   = "pk"         // S: projection + "#" + collection (see store/dynamo)
 	ReadModelSK   = "sk"         // S: document key
 	DeadLettersPK = "projection" // S: projection name
-	DeadLettersSK = "sk"         // S: shard id + "#" + padded sequence number (see deadletter/dynamo)
+	DeadLettersSK = "sk"         // S: shard id + "#" + padded sequence number (see store/dynamo)
 )
 
 // ErrBadPrefix is returned for a prefix that cannot form valid DynamoDB table names.

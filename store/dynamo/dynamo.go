@@ -1,8 +1,3 @@
-// Package dynamo opens projhost's DynamoDB stores (leases, cursors, read models, dead letters;
-// tables <prefix>leases, <prefix>cursors, <prefix>readmodel, <prefix>deadletters, created by
-// CreateTables or `projhost tables create`) as a store.Stores in Fenced mode: exactly-once
-// without transactions, through per-item markers and a per-shard write fence
-// (readmodel/dynamo/RATIONALE.md).
 package dynamo
 
 import (
@@ -11,16 +6,17 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	cursordynamo "github.com/projhost/projhost/cursorstore/dynamo"
-	dldynamo "github.com/projhost/projhost/deadletter/dynamo"
 	"github.com/projhost/projhost/internal/dynamotables"
-	rmdynamo "github.com/projhost/projhost/readmodel/dynamo"
-	leasedynamo "github.com/projhost/projhost/shardmap/dynamo"
 	"github.com/projhost/projhost/store"
 )
 
 // DefaultPrefix is the default table name prefix ("projhost-").
 const DefaultPrefix = dynamotables.DefaultPrefix
+
+// ErrBadPrefix is returned by Open, CreateTables and the store constructors for a table name
+// prefix that cannot form DynamoDB table names: characters outside [a-zA-Z0-9_.-], or longer
+// than 244 bytes (DynamoDB's 255 less the longest suffix, "deadletters").
+var ErrBadPrefix = dynamotables.ErrBadPrefix
 
 // Config says where the tables are. The zero value uses the AWS default credential and region
 // chain and DefaultPrefix.
@@ -31,7 +27,8 @@ type Config struct {
 	Endpoint string
 	// Region is the AWS region ("" = from the AWS config; us-east-1 with an Endpoint).
 	Region string
-	// Prefix is the table name prefix; default DefaultPrefix.
+	// Prefix is the table name prefix ("" = DefaultPrefix); the tables are Prefix+"leases",
+	// Prefix+"cursors", Prefix+"readmodel" and Prefix+"deadletters". See ErrBadPrefix.
 	Prefix string
 	// Client, when set, is used instead of making one from Endpoint and Region.
 	Client *dynamodb.Client
@@ -64,26 +61,26 @@ func (c Config) prefix() string {
 
 // Open returns the stores on the tables of cfg. It does not create or check the tables (the
 // first request to a missing table fails with the server's ResourceNotFoundException); use
-// CreateTables once. Errors: a bad prefix, the AWS config cannot be loaded.
+// CreateTables once. Errors: ErrBadPrefix, the AWS config cannot be loaded.
 func Open(ctx context.Context, cfg Config) (*store.Stores, error) {
 	c, err := cfg.client(ctx)
 	if err != nil {
 		return nil, err
 	}
 	p := cfg.prefix()
-	leases, err := leasedynamo.New(c, p)
+	leases, err := NewLeaseStore(c, p)
 	if err != nil {
 		return nil, err
 	}
-	cursors, err := cursordynamo.New(c, p)
+	cursors, err := NewCursorStore(c, p)
 	if err != nil {
 		return nil, err
 	}
-	rm, err := rmdynamo.New(c, p)
+	rm, err := NewReadModel(c, p)
 	if err != nil {
 		return nil, err
 	}
-	dl, err := dldynamo.New(c, p)
+	dl, err := NewDeadLetters(c, p)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +89,9 @@ func Open(ctx context.Context, cfg Config) (*store.Stores, error) {
 }
 
 // CreateTables creates the tables of cfg (on-demand billing) and waits until they are active;
-// existing tables are kept.
+// existing tables are kept (their key schema is checked). Bound the wait with ctx. Errors:
+// ErrBadPrefix, the AWS config cannot be loaded, a table existing with another key schema,
+// DynamoDB errors, ctx's error while waiting.
 func CreateTables(ctx context.Context, cfg Config) error {
 	c, err := cfg.client(ctx)
 	if err != nil {

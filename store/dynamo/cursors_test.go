@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -16,34 +15,20 @@ import (
 
 	"github.com/projhost/projhost/cursorstore"
 	"github.com/projhost/projhost/cursorstore/cursortest"
-	"github.com/projhost/projhost/cursorstore/dynamo"
-	"github.com/projhost/projhost/internal/dynamotables"
-	"github.com/projhost/projhost/internal/dynamotest"
 	"github.com/projhost/projhost/source"
+	"github.com/projhost/projhost/store/dynamo"
 )
 
-func TestMain(m *testing.M) { dynamotest.Main(m) }
-
-func newStore(t *testing.T) (*dynamo.Store, *dynamodb.Client, string) {
-	t.Helper()
-	c, prefix := dynamotest.Tables(t)
-	s, err := dynamo.New(c, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, c, prefix
-}
-
-func TestConformance(t *testing.T) {
-	s, _, _ := newStore(t)
+func TestCursorConformance(t *testing.T) {
+	s := open(t, newEnv(t), dynamo.NewCursorStore)
 	cursortest.Run(t, func(t *testing.T) cursorstore.Store { return s })
 }
 
-// TestSaveOutcomes walks one cursor through the cases Save must tell apart.
-func TestSaveOutcomes(t *testing.T) {
-	s, c, prefix := newStore(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// TestCursorSaveOutcomes walks one cursor through the cases Save must tell apart.
+func TestCursorSaveOutcomes(t *testing.T) {
+	e := newEnv(t)
+	s := open(t, e, dynamo.NewCursorStore)
+	ctx := ctxT(t)
 	const p, sh = "proj", "shardId-000000000000"
 	steps := []struct {
 		name  string
@@ -80,8 +65,7 @@ func TestSaveOutcomes(t *testing.T) {
 		t.Fatalf("Get = %+v, want %+v", got, want)
 	}
 	// The padded sequence attribute is what conditions compare.
-	names, _ := dynamotables.NamesFor(prefix)
-	out, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(names.Cursors), ConsistentRead: aws.Bool(true),
+	out, err := e.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.names.Cursors), ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{
 			"projection": &types.AttributeValueMemberS{Value: p},
 			"shard":      &types.AttributeValueMemberS{Value: sh},
@@ -95,16 +79,12 @@ func TestSaveOutcomes(t *testing.T) {
 	}
 }
 
-// BenchmarkSave measures conditional cursor saves (one UpdateItem each) against the server,
+// BenchmarkCursorSave measures conditional cursor saves (one UpdateItem each) against the server,
 // sequentially and from 8 goroutines on 8 shards.
-func BenchmarkSave(b *testing.B) {
+func BenchmarkCursorSave(b *testing.B) {
 	for _, par := range []int{1, 8} {
 		b.Run(fmt.Sprintf("goroutines=%d", par), func(b *testing.B) {
-			c, prefix := dynamotest.Tables(b)
-			s, err := dynamo.New(c, prefix)
-			if err != nil {
-				b.Fatal(err)
-			}
+			s := open(b, newEnv(b), dynamo.NewCursorStore)
 			ctx := context.Background()
 			for g := range par {
 				if _, err := s.Claim(ctx, "p", fmt.Sprint("shard-", g), 1); err != nil {

@@ -1,62 +1,3 @@
-// Package dynamo implements readmodel.Store on DynamoDB with an exactly-once effect for per-key
-// aggregates and without transactions (DESIGN §3), so it runs on dynalite as on AWS.
-//
-// # Items (read model table of internal/dynamotables, keys pk S / sk S)
-//
-//	document   pk = projection+"#"+collection   sk = document key
-//	           doc        M   the JSON document as native attributes (absent: tombstone)
-//	           "seq:"+S   S   per shard S that wrote the item: last applied sequence number,
-//	                          zero-padded (source.PadSeq) so that strings compare numerically
-//	           "epoch:"+S N   per shard S: the lease epoch of that write
-//	           "r:"+S+":"+P N per dead-letter replay of event P (padded) of shard S that wrote the
-//	                          item: the replaying epoch (ReplayAttr)
-//	fence      pk = projection+"#"                sk = "fence#"+shard id
-//	           epoch N (highest epoch seen), hi S (highest padded seq an Apply began), seq S
-//	registry   pk = projection+"#"                sk = "collections"
-//	           cols SS        every collection the projection has written
-//
-// Collections are [A-Za-z0-9_.-]{1,255} (wasmabi), so projection+"#"+collection is never
-// projection+"#" and the split at the last '#' is unique. Any DynamoDB client reads a document
-// with GetItem(pk, sk) and its "doc" attribute. The document is one map attribute rather than
-// top-level attributes so that its fields can never collide with the markers, and so that a
-// delete can keep the markers (REMOVE doc) without reading the item first.
-//
-// # Apply
-//
-//  1. Fence: one UpdateItem raising the fence's epoch to w.Epoch and hi to w.Seq, conditional on
-//     the stored epoch <= w.Epoch (else readmodel.ErrFenced).
-//  2. Registry: ADD of collections this process has not registered yet (once per process).
-//  3. One UpdateItem per distinct key (the last mutation of a key wins), up to MaxInFlight at a
-//     time: SET doc (put) or REMOVE doc (delete, leaving a tombstone), SET seq:S and epoch:S,
-//     conditional on seq:S absent or < w.Seq and epoch:S absent or <= w.Epoch. A failed
-//     condition is read back: a newer epoch there is ErrFenced (a zombie that passed step 1
-//     before the new owner raised the fence), otherwise the key already holds this shard's
-//     effects up to w.Seq or later and is skipped.
-//
-// So a replayed Apply changes nothing it already changed, a partially applied Apply completes on
-// replay, and a zombie cannot overwrite a newer owner's work.
-//
-// # Dead-letter replays
-//
-// An Apply with w.Replay set re-applies the effect of one dead-lettered event P, whose sequence
-// number is below the shard's markers. It is made idempotent by its own per-item marker instead
-// of the sequence-number marker: step 1 raises only the fence's epoch (not hi or seq, so HighWater
-// and ClaimWrites are unchanged), step 3 writes each item conditional on "r:S:P" absent and
-// epoch:S <= w.Epoch, setting "r:S:P" to w.Epoch and leaving seq:S as it is. A replay Apply
-// repeated after a crash half-way writes only the items it had not written; a stale epoch is
-// fenced as for any Apply. The markers stay on the items (one per replayed event that touched
-// them, about 140 bytes each). Writes per Apply: 1 + distinct
-// keys (+1 the first time a process sees a collection).
-//
-// # Limit of the exactly-once effect
-//
-// It holds for handlers whose write to an item depends only on that item's state and the events
-// (per-key aggregates). It also needs a replay to end at the same sequence number as the
-// original Apply for every key that Apply touched: an item whose marker says "applied up to 25"
-// must not be rewritten by a replayed batch 21..30 computed from the item's current state (it
-// would count 21..25 twice). HighWater returns the highest sequence number any Apply of a shard
-// began with, so a runner resuming below it can end its first replayed batch exactly there.
-// Tombstones are kept forever (no TTL: dynalite lacks UpdateTimeToLive).
 package dynamo
 
 import (
@@ -64,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -77,7 +17,8 @@ import (
 	"github.com/projhost/projhost/source"
 )
 
-// Attribute names and fixed sort keys; see the package documentation.
+// Attribute names and fixed sort keys of read-model items (see the package documentation, Read
+// models).
 const (
 	AttrDoc          = "doc"
 	SeqAttrPrefix    = "seq:"
@@ -93,45 +34,52 @@ const (
 
 // ErrBadReplay is returned (wrapped) by Apply for a readmodel.Write.Replay that is not a
 // canonical sequence number (event.ValidSeq); nothing is written then.
-var ErrBadReplay = errors.New("readmodel/dynamo: replay sequence number is not a canonical decimal number")
+var ErrBadReplay = errors.New("store/dynamo: replay sequence number is not a canonical decimal number")
 
 // DefaultMaxInFlight is the default bound on concurrent item writes of one Apply.
 const DefaultMaxInFlight = 16
 
-// Option configures New.
-type Option func(*options)
+// ReadModelOption configures NewReadModel.
+type ReadModelOption func(*readModelOptions)
 
-type options struct{ maxInFlight int }
+type readModelOptions struct{ maxInFlight int }
 
 // WithMaxInFlight bounds the concurrent item writes of one Apply (default DefaultMaxInFlight;
 // values < 1 mean 1).
-func WithMaxInFlight(n int) Option {
-	return func(o *options) { o.maxInFlight = max(n, 1) }
+func WithMaxInFlight(n int) ReadModelOption {
+	return func(o *readModelOptions) { o.maxInFlight = max(n, 1) }
 }
 
-// Store is a readmodel.Store on DynamoDB. It is safe for concurrent use; Applies of different
-// shards run concurrently, Applies of one shard are expected one at a time (one owner).
-type Store struct {
+// ReadModel is a readmodel.Store and readmodel.WriteClaimer on the read model table, with an
+// exactly-once effect for per-key aggregates and without transactions (DESIGN §3; items,
+// protocol and limits: the package documentation, Read models). It is safe for concurrent use;
+// Applies of different shards run concurrently, Applies of one shard are expected one at a time
+// (one owner).
+type ReadModel struct {
 	api         dynamotables.ItemAPI
 	table       string
 	maxInFlight int
 	registered  sync.Map // projection+"#"+collection -> struct{}: already in the registry
 }
 
-var _ readmodel.Store = (*Store)(nil)
+var (
+	_ readmodel.Store        = (*ReadModel)(nil)
+	_ readmodel.WriteClaimer = (*ReadModel)(nil)
+)
 
-// New returns a Store on the read model table of prefix (see dynamotables.NamesFor); the table
-// must exist (dynamotables.CreateTables). Errors: dynamotables.ErrBadPrefix.
-func New(api dynamotables.ItemAPI, prefix string, opts ...Option) (*Store, error) {
+// NewReadModel returns a ReadModel on the read model table of prefix (see
+// Config.Prefix; "" is no prefix) through api (a *dynamodb.Client); the table must exist
+// (CreateTables). Errors: ErrBadPrefix.
+func NewReadModel(api dynamotables.ItemAPI, prefix string, opts ...ReadModelOption) (*ReadModel, error) {
 	n, err := dynamotables.NamesFor(prefix)
 	if err != nil {
 		return nil, err
 	}
-	o := options{maxInFlight: DefaultMaxInFlight}
+	o := readModelOptions{maxInFlight: DefaultMaxInFlight}
 	for _, fn := range opts {
 		fn(&o)
 	}
-	return &Store{api: api, table: n.ReadModel, maxInFlight: o.maxInFlight}, nil
+	return &ReadModel{api: api, table: n.ReadModel, maxInFlight: o.maxInFlight}, nil
 }
 
 // DocPK returns the partition key value of the documents of a collection.
@@ -139,32 +87,27 @@ func DocPK(projection, collection string) string { return projection + "#" + col
 
 func metaPK(projection string) string { return projection + "#" }
 
-func key(pk, sk string) map[string]types.AttributeValue {
+// readModelKey is the key of the read-model item (pk, sk).
+func readModelKey(pk, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		dynamotables.ReadModelPK: &types.AttributeValueMemberS{Value: pk},
-		dynamotables.ReadModelSK: &types.AttributeValueMemberS{Value: sk},
+		dynamotables.ReadModelPK: str(pk),
+		dynamotables.ReadModelSK: str(sk),
 	}
 }
-
-func num(n int64) *types.AttributeValueMemberN {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
-func str(s string) *types.AttributeValueMemberS { return &types.AttributeValueMemberS{Value: s} }
 
 // Get returns the document at collection/key (strongly consistent read) in canonical JSON (see
 // AttributeValueToDoc: keys sorted, numbers normalised), or found=false when it is missing or
 // deleted.
-func (s *Store) Get(ctx context.Context, projection, collection, k string) ([]byte, bool, error) {
+func (s *ReadModel) Get(ctx context.Context, projection, collection, k string) ([]byte, bool, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:                aws.String(s.table),
-		Key:                      key(DocPK(projection, collection), k),
+		Key:                      readModelKey(DocPK(projection, collection), k),
 		ConsistentRead:           aws.Bool(true),
 		ProjectionExpression:     aws.String("#d"),
 		ExpressionAttributeNames: map[string]string{"#d": AttrDoc},
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("readmodel/dynamo: get %s/%s of %q: %w", collection, k, projection, err)
+		return nil, false, fmt.Errorf("store/dynamo: get document %s/%s of %q: %w", collection, k, projection, err)
 	}
 	av, ok := out.Item[AttrDoc]
 	if !ok {
@@ -172,7 +115,7 @@ func (s *Store) Get(ctx context.Context, projection, collection, k string) ([]by
 	}
 	doc, err := AttributeValueToDoc(av)
 	if err != nil {
-		return nil, false, fmt.Errorf("readmodel/dynamo: get %s/%s of %q: %w", collection, k, projection, err)
+		return nil, false, fmt.Errorf("store/dynamo: get document %s/%s of %q: %w", collection, k, projection, err)
 	}
 	return doc, true, nil
 }
@@ -180,7 +123,7 @@ func (s *Store) Get(ctx context.Context, projection, collection, k string) ([]by
 // Scan returns the documents of a collection ordered by key bytes; collection "" returns every
 // collection of the projection (from the registry item) ordered by collection, then key.
 // Tombstones are skipped. Reads are strongly consistent and paged (1 MB per Query page).
-func (s *Store) Scan(ctx context.Context, projection, collection string) ([]readmodel.Doc, error) {
+func (s *ReadModel) Scan(ctx context.Context, projection, collection string) ([]readmodel.Doc, error) {
 	colls := []string{collection}
 	if collection == "" {
 		var err error
@@ -202,7 +145,7 @@ func (s *Store) Scan(ctx context.Context, projection, collection string) ([]read
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
 			if err != nil {
-				return nil, fmt.Errorf("readmodel/dynamo: scan %q of %q: %w", c, projection, err)
+				return nil, fmt.Errorf("store/dynamo: scan collection %q of %q: %w", c, projection, err)
 			}
 			for _, it := range page.Items {
 				sk, _ := it[dynamotables.ReadModelSK].(*types.AttributeValueMemberS)
@@ -212,7 +155,7 @@ func (s *Store) Scan(ctx context.Context, projection, collection string) ([]read
 				}
 				doc, err := AttributeValueToDoc(av)
 				if err != nil {
-					return nil, fmt.Errorf("readmodel/dynamo: scan %q of %q: key %q: %w", c, projection, sk.Value, err)
+					return nil, fmt.Errorf("store/dynamo: scan collection %q of %q: key %q: %w", c, projection, sk.Value, err)
 				}
 				docs = append(docs, readmodel.Doc{Collection: c, Key: sk.Value, Doc: doc})
 			}
@@ -221,14 +164,14 @@ func (s *Store) Scan(ctx context.Context, projection, collection string) ([]read
 	return docs, nil
 }
 
-func (s *Store) collections(ctx context.Context, projection string) ([]string, error) {
+func (s *ReadModel) collections(ctx context.Context, projection string) ([]string, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
-		Key:            key(metaPK(projection), registrySK),
+		Key:            readModelKey(metaPK(projection), registrySK),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("readmodel/dynamo: read collections of %q: %w", projection, err)
+		return nil, fmt.Errorf("store/dynamo: read the collections of %q: %w", projection, err)
 	}
 	ss, _ := out.Item[attrCols].(*types.AttributeValueMemberSS)
 	if ss == nil {
@@ -242,7 +185,7 @@ func (s *Store) collections(ctx context.Context, projection string) ([]string, e
 // HighWater returns the highest sequence number (as given to Apply, unpadded) that an Apply of
 // (projection, shardID) began with, and the highest epoch seen; "" and 0 when none. Items of the
 // shard carry effects up to at most this sequence number.
-func (s *Store) HighWater(ctx context.Context, projection, shardID string) (seq string, epoch int64, err error) {
+func (s *ReadModel) HighWater(ctx context.Context, projection, shardID string) (seq string, epoch int64, err error) {
 	f, err := s.readFence(ctx, projection, shardID)
 	return f.seq, f.epoch, err
 }
@@ -251,7 +194,7 @@ func (s *Store) HighWater(ctx context.Context, projection, shardID string) (seq 
 // (one conditional UpdateItem; readmodel.ErrFenced when a newer epoch holds it), so that from
 // then on no Apply of an older owner can begin, and returns the highest sequence number an Apply
 // of the shard began with ("" when none). A new owner calls it before it reads anything.
-func (s *Store) ClaimWrites(ctx context.Context, projection, shardID string, epoch int64) (string, error) {
+func (s *ReadModel) ClaimWrites(ctx context.Context, projection, shardID string, epoch int64) (string, error) {
 	fence, err := s.raiseEpoch(ctx, projection, shardID, epoch)
 	if err != nil {
 		return "", err
@@ -264,10 +207,10 @@ func (s *Store) ClaimWrites(ctx context.Context, projection, shardID string, epo
 
 // raiseEpoch raises the epoch of the shard's fence item to epoch (one UpdateItem conditional on
 // the stored epoch <= epoch: readmodel.ErrFenced otherwise) and returns the item as it is now.
-func (s *Store) raiseEpoch(ctx context.Context, projection, shardID string, epoch int64) (map[string]types.AttributeValue, error) {
+func (s *ReadModel) raiseEpoch(ctx context.Context, projection, shardID string, epoch int64) (map[string]types.AttributeValue, error) {
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
-		Key:                       key(metaPK(projection), fenceSKPrefix+shardID),
+		Key:                       readModelKey(metaPK(projection), fenceSKPrefix+shardID),
 		UpdateExpression:          aws.String("SET #e = :e"),
 		ConditionExpression:       aws.String("attribute_not_exists(#e) OR #e <= :e"),
 		ExpressionAttributeNames:  map[string]string{"#e": attrFenceEpoch},
@@ -278,7 +221,7 @@ func (s *Store) raiseEpoch(ctx context.Context, projection, shardID string, epoc
 		return nil, fmt.Errorf("%w: %q/%q has an epoch above %d", readmodel.ErrFenced, projection, shardID, epoch)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("readmodel/dynamo: raise the write fence of %q/%q to epoch %d: %w", projection, shardID, epoch, err)
+		return nil, fmt.Errorf("store/dynamo: raise the write fence of %q/%q to epoch %d: %w", projection, shardID, epoch, err)
 	}
 	return out.Attributes, nil
 }
@@ -288,20 +231,18 @@ type fence struct {
 	hi, seq string
 }
 
-func (s *Store) readFence(ctx context.Context, projection, shardID string) (fence, error) {
+func (s *ReadModel) readFence(ctx context.Context, projection, shardID string) (fence, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
-		Key:            key(metaPK(projection), fenceSKPrefix+shardID),
+		Key:            readModelKey(metaPK(projection), fenceSKPrefix+shardID),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return fence{}, fmt.Errorf("readmodel/dynamo: read fence of %q/%q: %w", projection, shardID, err)
+		return fence{}, fmt.Errorf("store/dynamo: read the write fence of %q/%q: %w", projection, shardID, err)
 	}
 	var f fence
-	if v, ok := out.Item[attrFenceEpoch].(*types.AttributeValueMemberN); ok {
-		if f.epoch, err = strconv.ParseInt(v.Value, 10, 64); err != nil {
-			return fence{}, fmt.Errorf("readmodel/dynamo: fence of %q/%q: epoch %q: %w", projection, shardID, v.Value, err)
-		}
+	if f.epoch, _, err = intAttr(out.Item, attrFenceEpoch); err != nil {
+		return fence{}, fmt.Errorf("store/dynamo: write fence of %q/%q: %w", projection, shardID, err)
 	}
 	if v, ok := out.Item[attrFenceHi].(*types.AttributeValueMemberS); ok {
 		f.hi = v.Value
@@ -318,18 +259,18 @@ type pending struct {
 	doc             *types.AttributeValueMemberM // nil: delete
 }
 
-// Apply applies w (see the package documentation for the protocol). Errors:
+// Apply applies w (see the package documentation, Read models, for the protocol). Errors:
 // readmodel.ErrFenced (the shard has a newer epoch); ErrBadDocument for a document DynamoDB
 // cannot hold (nothing is written then); DynamoDB errors after the SDK's retries (some items
 // may be written: replaying w completes it).
-func (s *Store) Apply(ctx context.Context, w readmodel.Write) error {
+func (s *ReadModel) Apply(ctx context.Context, w readmodel.Write) error {
 	if w.Replay != "" && !event.ValidSeq(w.Replay) {
-		return fmt.Errorf("readmodel/dynamo: apply %q/%q at %s: replay of %q: %w",
+		return fmt.Errorf("store/dynamo: apply %q/%q at %s: replay of %q: %w",
 			w.Projection, w.ShardID, w.Seq, w.Replay, ErrBadReplay)
 	}
 	writes, err := coalesce(w.Mutations)
 	if err != nil {
-		return fmt.Errorf("readmodel/dynamo: apply %q/%q at %s: %w", w.Projection, w.ShardID, w.Seq, err)
+		return fmt.Errorf("store/dynamo: apply %q/%q at %s: %w", w.Projection, w.ShardID, w.Seq, err)
 	}
 	m := seqMarker(w)
 	if w.Replay != "" {
@@ -386,7 +327,7 @@ loop:
 		return firstErr
 	}
 	if err := context.Cause(ctx); err != nil {
-		return fmt.Errorf("readmodel/dynamo: apply %q/%q at %s: %w", w.Projection, w.ShardID, w.Seq, err)
+		return fmt.Errorf("store/dynamo: apply %q/%q at %s: %w", w.Projection, w.ShardID, w.Seq, err)
 	}
 	return nil
 }
@@ -415,8 +356,8 @@ func coalesce(ms []readmodel.Mutation) ([]pending, error) {
 	return out, nil
 }
 
-func (s *Store) raiseFence(ctx context.Context, w readmodel.Write, padded string) error {
-	fkey := key(metaPK(w.Projection), fenceSKPrefix+w.ShardID)
+func (s *ReadModel) raiseFence(ctx context.Context, w readmodel.Write, padded string) error {
+	fkey := readModelKey(metaPK(w.Projection), fenceSKPrefix+w.ShardID)
 	names := map[string]string{"#e": attrFenceEpoch, "#h": attrFenceHi, "#s": attrFenceSeq}
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
@@ -430,7 +371,7 @@ func (s *Store) raiseFence(ctx context.Context, w readmodel.Write, padded string
 		return nil
 	}
 	if !dynamotables.IsConditionalCheckFailed(err) {
-		return fmt.Errorf("readmodel/dynamo: fence %q/%q: %w", w.Projection, w.ShardID, err)
+		return fmt.Errorf("store/dynamo: raise the write fence of %q/%q: %w", w.Projection, w.ShardID, err)
 	}
 	// Either a newer epoch (fenced) or a replay below the high-water mark (keep hi, but still
 	// raise the epoch so that older owners are fenced from now on).
@@ -449,7 +390,7 @@ func (s *Store) raiseFence(ctx context.Context, w readmodel.Write, padded string
 }
 
 // register adds the collections of writes to the projection's registry item, once per process.
-func (s *Store) register(ctx context.Context, projection string, writes []pending) error {
+func (s *ReadModel) register(ctx context.Context, projection string, writes []pending) error {
 	var add []string
 	for _, p := range writes {
 		if _, ok := s.registered.Load(DocPK(projection, p.collection)); !ok && !slices.Contains(add, p.collection) {
@@ -461,13 +402,13 @@ func (s *Store) register(ctx context.Context, projection string, writes []pendin
 	}
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
-		Key:                       key(metaPK(projection), registrySK),
+		Key:                       readModelKey(metaPK(projection), registrySK),
 		UpdateExpression:          aws.String("ADD #c :c"),
 		ExpressionAttributeNames:  map[string]string{"#c": attrCols},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":c": &types.AttributeValueMemberSS{Value: add}},
 	})
 	if err != nil {
-		return fmt.Errorf("readmodel/dynamo: register collections %v of %q: %w", add, projection, err)
+		return fmt.Errorf("store/dynamo: register collections %v of %q: %w", add, projection, err)
 	}
 	for _, c := range add {
 		s.registered.Store(DocPK(projection, c), struct{}{})
@@ -500,7 +441,7 @@ func ReplayAttr(shardID, seq string) string {
 	return ReplayAttrPrefix + shardID + ":" + source.PadSeq(seq)
 }
 
-func (s *Store) writeItem(ctx context.Context, w readmodel.Write, m marker, p *pending) error {
+func (s *ReadModel) writeItem(ctx context.Context, w readmodel.Write, m marker, p *pending) error {
 	names := map[string]string{"#m": m.name, "#e": EpochAttrPref + w.ShardID, "#d": AttrDoc}
 	values := map[string]types.AttributeValue{":m": m.value, ":e": num(w.Epoch)}
 	update := "SET #m = :m, #e = :e REMOVE #d"
@@ -508,7 +449,7 @@ func (s *Store) writeItem(ctx context.Context, w readmodel.Write, m marker, p *p
 		update = "SET #m = :m, #e = :e, #d = :d"
 		values[":d"] = p.doc
 	}
-	k := key(DocPK(w.Projection, p.collection), p.key)
+	k := readModelKey(DocPK(w.Projection, p.collection), p.key)
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       k,
@@ -521,7 +462,7 @@ func (s *Store) writeItem(ctx context.Context, w readmodel.Write, m marker, p *p
 		return nil
 	}
 	if !dynamotables.IsConditionalCheckFailed(err) {
-		return fmt.Errorf("readmodel/dynamo: write %s/%s of %q/%q at %s: %w", p.collection, p.key, w.Projection, w.ShardID, w.Seq, err)
+		return fmt.Errorf("store/dynamo: write document %s/%s of %q/%q at %s: %w", p.collection, p.key, w.Projection, w.ShardID, w.Seq, err)
 	}
 	// Skip (already applied) unless a newer epoch of this shard wrote the item: the epoch
 	// attribute only grows, so what we read now decides.
@@ -533,13 +474,11 @@ func (s *Store) writeItem(ctx context.Context, w readmodel.Write, m marker, p *p
 		ExpressionAttributeNames: map[string]string{"#e": EpochAttrPref + w.ShardID},
 	})
 	if err != nil {
-		return fmt.Errorf("readmodel/dynamo: read back %s/%s of %q after a failed condition: %w", p.collection, p.key, w.Projection, err)
+		return fmt.Errorf("store/dynamo: read back document %s/%s of %q after a failed condition: %w", p.collection, p.key, w.Projection, err)
 	}
-	if v, ok := out.Item[EpochAttrPref+w.ShardID].(*types.AttributeValueMemberN); ok {
-		if e, err := strconv.ParseInt(v.Value, 10, 64); err == nil && e > w.Epoch {
-			return fmt.Errorf("%w: %s/%s of %q was written by epoch %d of %q, write by epoch %d refused",
-				readmodel.ErrFenced, p.collection, p.key, w.Projection, e, w.ShardID, w.Epoch)
-		}
+	if e, _, err := intAttr(out.Item, EpochAttrPref+w.ShardID); err == nil && e > w.Epoch {
+		return fmt.Errorf("%w: %s/%s of %q was written by epoch %d of %q, write by epoch %d refused",
+			readmodel.ErrFenced, p.collection, p.key, w.Projection, e, w.ShardID, w.Epoch)
 	}
 	return nil
 }

@@ -2,10 +2,8 @@ package dynamo_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,60 +13,29 @@ import (
 
 	"github.com/projhost/projhost/deadletter"
 	"github.com/projhost/projhost/deadletter/deadlettertest"
-	"github.com/projhost/projhost/deadletter/dynamo"
-	"github.com/projhost/projhost/internal/dynamotables"
-	"github.com/projhost/projhost/internal/dynamotest"
+	"github.com/projhost/projhost/store/dynamo"
 )
 
-func TestMain(m *testing.M) { dynamotest.Main(m) }
-
-var errInjected = errors.New("injected failure")
-
-// failing wraps the client: once armed, the UpdateItem of a head fails (chunk PutItems pass).
-type failing struct {
-	dynamotables.ItemAPI
-	failUpdates atomic.Bool
+// dlEnv is a DeadLetters on fresh tables.
+type dlEnv struct {
+	*env
+	s     *dynamo.DeadLetters
+	table string // the dead-letter table
 }
 
-func (f *failing) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if f.failUpdates.Load() {
-		return nil, errInjected
-	}
-	return f.ItemAPI.UpdateItem(ctx, in, o...)
-}
-
-type env struct {
-	s      *dynamo.Store
-	f      *failing
-	client *dynamodb.Client
-	table  string
-}
-
-func newEnv(t *testing.T) *env {
+func newDLEnv(t *testing.T) *dlEnv {
 	t.Helper()
-	client, prefix := dynamotest.Tables(t)
-	f := &failing{ItemAPI: client}
-	s, err := dynamo.New(f, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, _ := dynamotables.NamesFor(prefix)
-	return &env{s: s, f: f, client: client, table: names.DeadLetters}
-}
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func TestConformance(t *testing.T) {
 	e := newEnv(t)
+	return &dlEnv{env: e, s: open(t, e, dynamo.NewDeadLetters), table: e.names.DeadLetters}
+}
+
+func TestDeadLetterConformance(t *testing.T) {
+	e := newDLEnv(t)
 	deadlettertest.Run(t, func(t *testing.T) deadletter.Store { return e.s })
 }
 
 // items returns the projection's items by sort key.
-func (e *env) items(t *testing.T, projection string) map[string]map[string]types.AttributeValue {
+func (e *dlEnv) items(t *testing.T, projection string) map[string]map[string]types.AttributeValue {
 	t.Helper()
 	out, err := e.client.Query(ctxT(t), &dynamodb.QueryInput{
 		TableName:                 aws.String(e.table),
@@ -87,7 +54,7 @@ func (e *env) items(t *testing.T, projection string) map[string]map[string]types
 	return m
 }
 
-func (e *env) get(t *testing.T, projection, shard, seq string) deadletter.Letter {
+func (e *dlEnv) get(t *testing.T, projection, shard, seq string) deadletter.Letter {
 	t.Helper()
 	l, err := e.s.Get(ctxT(t), projection, shard, seq)
 	if err != nil {
@@ -98,10 +65,10 @@ func (e *env) get(t *testing.T, projection, shard, seq string) deadletter.Letter
 
 func pad(seq string) string { return strings.Repeat("0", 129-len(seq)) + seq }
 
-// TestItemLayout: small data is inline in the head item, whose attributes any client can read;
-// large data is in chunk items, and the chunks of replaced data are deleted.
-func TestItemLayout(t *testing.T) {
-	e := newEnv(t)
+// TestDeadLetterItemLayout: small data is inline in the head item, whose attributes any client
+// can read; large data is in chunk items, and the chunks of replaced data are deleted.
+func TestDeadLetterItemLayout(t *testing.T) {
+	e := newDLEnv(t)
 	ctx := ctxT(t)
 	l := deadletter.Letter{Projection: "p", ShardID: "shardId-1", Seq: "42", PartitionKey: "DTW", ArrivalMs: 5,
 		Data: []byte(`{"a":1}`), ErrorKind: "fail", Error: "bad", Attempts: 2,
@@ -174,10 +141,10 @@ func TestItemLayout(t *testing.T) {
 	}
 }
 
-// TestPutInterrupted: a large Put that fails after writing its chunks, before the head, leaves
+// TestDeadLetterPutInterrupted: a large Put that fails after writing its chunks, before the head, leaves
 // the stored letter as it was; a later Put completes.
-func TestPutInterrupted(t *testing.T) {
-	e := newEnv(t)
+func TestDeadLetterPutInterrupted(t *testing.T) {
+	e := newDLEnv(t)
 	ctx := ctxT(t)
 	l := deadletter.Letter{Projection: "p", ShardID: "s", Seq: "1", Data: []byte("old"), State: deadletter.StateReplayRequested}
 	if err := e.s.Put(ctx, l); err != nil {
@@ -185,11 +152,11 @@ func TestPutInterrupted(t *testing.T) {
 	}
 	next := l
 	next.Data, next.State, next.Attempts = bytes.Repeat([]byte{7}, 900_000), deadletter.StateFailed, 2
-	e.f.failUpdates.Store(true)
+	e.api.failUpdateAfter(0)
 	if err := e.s.Put(ctx, next); !errors.Is(err, errInjected) {
 		t.Fatalf("Put with the head write failing: err = %v, want errInjected", err)
 	}
-	e.f.failUpdates.Store(false)
+	e.api.unlimit()
 	if got := e.get(t, "p", "s", "1"); string(got.Data) != "old" || got.State != deadletter.StateReplayRequested {
 		t.Fatalf("after an interrupted Put: %q %s, want the old letter", got.Data, got.State)
 	}
@@ -205,10 +172,10 @@ func TestPutInterrupted(t *testing.T) {
 	}
 }
 
-// TestTooLarge: fields other than the data that exceed an item fail with ErrTooLarge; so do keys
+// TestDeadLetterTooLarge: fields other than the data that exceed an item fail with ErrTooLarge; so do keys
 // DynamoDB cannot hold (ErrInvalid).
-func TestTooLarge(t *testing.T) {
-	e := newEnv(t)
+func TestDeadLetterTooLarge(t *testing.T) {
+	e := newDLEnv(t)
 	ctx := ctxT(t)
 	l := deadletter.Letter{Projection: "p", ShardID: "s", Seq: "1", Error: strings.Repeat("e", dynamo.MaxItemBytes), State: deadletter.StateFailed}
 	if err := e.s.Put(ctx, l); !errors.Is(err, dynamo.ErrTooLarge) {
@@ -232,9 +199,9 @@ func TestTooLarge(t *testing.T) {
 	}
 }
 
-// TestCorruptItem: an item projhost did not write is reported, not returned half-decoded.
-func TestCorruptItem(t *testing.T) {
-	e := newEnv(t)
+// TestDeadLetterCorruptItem: an item projhost did not write is reported, not returned half-decoded.
+func TestDeadLetterCorruptItem(t *testing.T) {
+	e := newDLEnv(t)
 	ctx := ctxT(t)
 	if _, err := e.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: map[string]types.AttributeValue{
 		"projection": &types.AttributeValueMemberS{Value: "p"},

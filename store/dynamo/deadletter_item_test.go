@@ -70,7 +70,7 @@ func FuzzSplitAssemble(f *testing.F) {
 			if len(p) > size || (len(p) == 0 && len(data) > 0) {
 				t.Fatalf("chunk %d has %d bytes (size %d, data %d)", i, len(p), size, len(data))
 			}
-			items[i] = map[string]types.AttributeValue{attrChunkIndex: num(int64(i)), attrData: &types.AttributeValueMemberB{Value: p}}
+			items[i] = map[string]types.AttributeValue{attrLetterChunkIndex: num(int64(i)), attrLetterData: &types.AttributeValueMemberB{Value: p}}
 		}
 		ref := chunkRef{n: len(parts), gen: "g", len: len(data)}
 		got, err := assemble(ref, items)
@@ -94,21 +94,23 @@ func TestDecodeHeadCorrupt(t *testing.T) {
 		return encodeHead(deadletter.Letter{Projection: "p", ShardID: "s", Seq: "1", State: deadletter.StateFailed}, chunkRef{})
 	}
 	for name, mutate := range map[string]func(map[string]types.AttributeValue){
-		"no shard":       func(it map[string]types.AttributeValue) { delete(it, attrShard) },
-		"no state":       func(it map[string]types.AttributeValue) { delete(it, attrState) },
-		"state not S":    func(it map[string]types.AttributeValue) { it[attrState] = num(1) },
-		"unknown state":  func(it map[string]types.AttributeValue) { it[attrState] = str("lost") },
-		"bad seq":        func(it map[string]types.AttributeValue) { it[attrSeq] = str("01") },
-		"attempts not N": func(it map[string]types.AttributeValue) { it[attrAttempts] = str("1") },
+		"no shard":       func(it map[string]types.AttributeValue) { delete(it, attrLetterShard) },
+		"no state":       func(it map[string]types.AttributeValue) { delete(it, attrLetterState) },
+		"state not S":    func(it map[string]types.AttributeValue) { it[attrLetterState] = num(1) },
+		"unknown state":  func(it map[string]types.AttributeValue) { it[attrLetterState] = str("lost") },
+		"bad seq":        func(it map[string]types.AttributeValue) { it[attrLetterSeq] = str("01") },
+		"attempts not N": func(it map[string]types.AttributeValue) { it[attrLetterAttempts] = str("1") },
 		"attempts too big": func(it map[string]types.AttributeValue) {
-			it[attrAttempts] = &types.AttributeValueMemberN{Value: "1e400"}
+			it[attrLetterAttempts] = &types.AttributeValueMemberN{Value: "1e400"}
 		},
-		"data not B":  func(it map[string]types.AttributeValue) { it[attrData] = str("x") },
-		"zero chunks": func(it map[string]types.AttributeValue) { it[attrChunks], it[attrChunkGen] = num(0), str("g") },
+		"data not B": func(it map[string]types.AttributeValue) { it[attrLetterData] = str("x") },
+		"zero chunks": func(it map[string]types.AttributeValue) {
+			it[attrLetterChunks], it[attrLetterChunkGen] = num(0), str("g")
+		},
 		"chunks and inline": func(it map[string]types.AttributeValue) {
-			it[attrChunks], it[attrChunkGen], it[attrData] = num(1), str("g"), &types.AttributeValueMemberB{Value: []byte{1}}
+			it[attrLetterChunks], it[attrLetterChunkGen], it[attrLetterData] = num(1), str("g"), &types.AttributeValueMemberB{Value: []byte{1}}
 		},
-		"chunks, no gen": func(it map[string]types.AttributeValue) { it[attrChunks] = num(2) },
+		"chunks, no gen": func(it map[string]types.AttributeValue) { it[attrLetterChunks] = num(2) },
 	} {
 		it := good()
 		mutate(it)
@@ -121,9 +123,9 @@ func TestDecodeHeadCorrupt(t *testing.T) {
 	}
 }
 
-// TestKeys: the sort keys order numerically within a shard and never collide with another
+// TestDeadLetterKeys: the sort keys order numerically within a shard and never collide with another
 // shard's or a chunk's.
-func TestKeys(t *testing.T) {
+func TestDeadLetterKeys(t *testing.T) {
 	if !(headSK("s", "9") < headSK("s", "10")) || headSK("s", "10") == headSK("s1", "0") {
 		t.Fatal("head sort keys do not order numerically")
 	}

@@ -1,23 +1,8 @@
-// Package dynamo implements cursorstore.Store on DynamoDB (DESIGN §3).
-//
-// One item per (projection, shard) in the cursors table (internal/dynamotables):
-//
-//	projection S (HASH), shard S (RANGE), epoch N, seq S (as saved), seqp S (seq zero-padded to
-//	source.SeqWidth so that a string comparison in a condition is a numeric one), stopped S and
-//	stopped_ms N (only while the shard is stopped: Cursor.Stopped, Cursor.StoppedMs)
-//
-// Claim is one UpdateItem conditional on epoch <= new; Save is one UpdateItem conditional on
-// epoch = mine and seqp <= new. When a Save's condition fails the item is read (dynalite returns
-// no item with ReturnValuesOnConditionCheckFailure) to tell ErrFenced from ErrBackwards. Stop is
-// one UpdateItem conditional on epoch = mine; Resume one UpdateItem removing the stopped
-// attributes, conditional on them existing (so it never creates an item). Claim and Save do not
-// name the stopped attributes, so they keep them.
 package dynamo
 
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,67 +14,69 @@ import (
 	"github.com/projhost/projhost/source"
 )
 
-// Attribute names of a cursor item besides the keys.
+// Attribute names of a cursor item besides the keys (see the package documentation, Cursors).
 const (
-	attrEpoch = "epoch"
-	attrSeq   = "seq"
-	attrSeqP  = "seqp"
+	attrCursorEpoch = "epoch"
+	attrCursorSeq   = "seq"
+	attrCursorSeqP  = "seqp"
 	// Present only while stopped.
-	attrStopped   = "stopped"
-	attrStoppedMs = "stopped_ms"
+	attrCursorStopped   = "stopped"
+	attrCursorStoppedMs = "stopped_ms"
 )
 
-// Store is a cursorstore.Store on DynamoDB. It is safe for concurrent use.
-type Store struct {
+// CursorStore is a cursorstore.Store on the cursors table (DESIGN §3; item layout and requests:
+// the package documentation, Cursors). It is safe for concurrent use.
+type CursorStore struct {
 	api   dynamotables.ItemAPI
 	table string
 }
 
-var _ cursorstore.Store = (*Store)(nil)
+var _ cursorstore.Store = (*CursorStore)(nil)
 
-// New returns a Store on the cursors table of prefix (see dynamotables.NamesFor); the table must
-// exist (dynamotables.CreateTables). Errors: dynamotables.ErrBadPrefix.
-func New(api dynamotables.ItemAPI, prefix string) (*Store, error) {
+// NewCursorStore returns a CursorStore on the cursors table of prefix (see
+// Config.Prefix; "" is no prefix) through api (a *dynamodb.Client); the table must exist
+// (CreateTables). Errors: ErrBadPrefix.
+func NewCursorStore(api dynamotables.ItemAPI, prefix string) (*CursorStore, error) {
 	n, err := dynamotables.NamesFor(prefix)
 	if err != nil {
 		return nil, err
 	}
-	return &Store{api: api, table: n.Cursors}, nil
+	return &CursorStore{api: api, table: n.Cursors}, nil
 }
 
-func (s *Store) key(projection, shardID string) map[string]types.AttributeValue {
+func (s *CursorStore) key(projection, shardID string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		dynamotables.CursorsPK: &types.AttributeValueMemberS{Value: projection},
-		dynamotables.CursorsSK: &types.AttributeValueMemberS{Value: shardID},
+		dynamotables.CursorsPK: str(projection),
+		dynamotables.CursorsSK: str(shardID),
 	}
 }
 
 // Get returns the cursor (strongly consistent read); a missing one is Seq "" Epoch 0.
-func (s *Store) Get(ctx context.Context, projection, shardID string) (cursorstore.Cursor, error) {
+func (s *CursorStore) Get(ctx context.Context, projection, shardID string) (cursorstore.Cursor, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
 		Key:            s.key(projection, shardID),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return cursorstore.Cursor{}, fmt.Errorf("cursorstore/dynamo: get cursor %q/%q: %w", projection, shardID, err)
+		return cursorstore.Cursor{}, fmt.Errorf("store/dynamo: get cursor %q/%q: %w", projection, shardID, err)
 	}
-	c, err := decode(projection, shardID, out.Item)
+	c, err := decodeCursor(projection, shardID, out.Item)
 	if err != nil {
-		return cursorstore.Cursor{}, fmt.Errorf("cursorstore/dynamo: get cursor %q/%q: %w", projection, shardID, err)
+		return cursorstore.Cursor{}, fmt.Errorf("store/dynamo: get cursor %q/%q: %w", projection, shardID, err)
 	}
 	return c, nil
 }
 
 // Claim raises the stored epoch to epoch (creating the cursor when missing) and returns the
 // cursor. cursorstore.ErrFenced when the stored epoch is greater.
-func (s *Store) Claim(ctx context.Context, projection, shardID string, epoch int64) (cursorstore.Cursor, error) {
+func (s *CursorStore) Claim(ctx context.Context, projection, shardID string, epoch int64) (cursorstore.Cursor, error) {
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       s.key(projection, shardID),
 		UpdateExpression:          aws.String("SET #e = :e"),
 		ConditionExpression:       aws.String("attribute_not_exists(#e) OR #e <= :e"),
-		ExpressionAttributeNames:  map[string]string{"#e": attrEpoch},
+		ExpressionAttributeNames:  map[string]string{"#e": attrCursorEpoch},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(epoch)},
 		ReturnValues:              types.ReturnValueAllNew,
 	})
@@ -97,11 +84,11 @@ func (s *Store) Claim(ctx context.Context, projection, shardID string, epoch int
 		return cursorstore.Cursor{}, fmt.Errorf("%w: claim of %q/%q with epoch %d", cursorstore.ErrFenced, projection, shardID, epoch)
 	}
 	if err != nil {
-		return cursorstore.Cursor{}, fmt.Errorf("cursorstore/dynamo: claim cursor %q/%q: %w", projection, shardID, err)
+		return cursorstore.Cursor{}, fmt.Errorf("store/dynamo: claim cursor %q/%q: %w", projection, shardID, err)
 	}
-	c, err := decode(projection, shardID, out.Attributes)
+	c, err := decodeCursor(projection, shardID, out.Attributes)
 	if err != nil {
-		return cursorstore.Cursor{}, fmt.Errorf("cursorstore/dynamo: claim cursor %q/%q: %w", projection, shardID, err)
+		return cursorstore.Cursor{}, fmt.Errorf("store/dynamo: claim cursor %q/%q: %w", projection, shardID, err)
 	}
 	return c, nil
 }
@@ -109,7 +96,7 @@ func (s *Store) Claim(ctx context.Context, projection, shardID string, epoch int
 // Save stores seq if the stored epoch equals epoch (a missing cursor has epoch 0):
 // cursorstore.ErrFenced otherwise; a seq numerically below the stored one: an error wrapping
 // cursorstore.ErrBackwards. Saving the stored seq again succeeds.
-func (s *Store) Save(ctx context.Context, projection, shardID string, epoch int64, seq string) error {
+func (s *CursorStore) Save(ctx context.Context, projection, shardID string, epoch int64, seq string) error {
 	cond := epochCondition(epoch) + " AND (attribute_not_exists(#sp) OR #sp <= :sp)"
 	padded := source.PadSeq(seq)
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -117,18 +104,18 @@ func (s *Store) Save(ctx context.Context, projection, shardID string, epoch int6
 		Key:                      s.key(projection, shardID),
 		UpdateExpression:         aws.String("SET #e = :e, #s = :s, #sp = :sp"),
 		ConditionExpression:      aws.String(cond),
-		ExpressionAttributeNames: map[string]string{"#e": attrEpoch, "#s": attrSeq, "#sp": attrSeqP},
+		ExpressionAttributeNames: map[string]string{"#e": attrCursorEpoch, "#s": attrCursorSeq, "#sp": attrCursorSeqP},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":e":  num(epoch),
-			":s":  &types.AttributeValueMemberS{Value: seq},
-			":sp": &types.AttributeValueMemberS{Value: padded},
+			":s":  str(seq),
+			":sp": str(padded),
 		},
 	})
 	if err == nil {
 		return nil
 	}
 	if !dynamotables.IsConditionalCheckFailed(err) {
-		return fmt.Errorf("cursorstore/dynamo: save cursor %q/%q at %s: %w", projection, shardID, seq, err)
+		return fmt.Errorf("store/dynamo: save cursor %q/%q at %s: %w", projection, shardID, seq, err)
 	}
 	// Tell which condition failed. The epoch never goes down, so a mismatch seen now was a
 	// mismatch at the write too; otherwise the stored seq was ahead.
@@ -138,7 +125,7 @@ func (s *Store) Save(ctx context.Context, projection, shardID string, epoch int6
 	defer cancel()
 	cur, gerr := s.Get(rctx, projection, shardID)
 	if gerr != nil {
-		return fmt.Errorf("cursorstore/dynamo: save cursor %q/%q at %s: condition failed and reading it back failed: %w",
+		return fmt.Errorf("store/dynamo: save cursor %q/%q at %s: condition failed and reading it back failed: %w",
 			projection, shardID, seq, gerr)
 	}
 	if cur.Epoch != epoch {
@@ -160,19 +147,19 @@ func epochCondition(epoch int64) string {
 // equals epoch (a missing cursor has epoch 0; Stop with epoch 0 then creates it):
 // cursorstore.ErrFenced otherwise. Seq is not changed. An empty reason is an error. Stopping a
 // stopped cursor replaces its reason and time.
-func (s *Store) Stop(ctx context.Context, projection, shardID string, epoch int64, reason string) error {
+func (s *CursorStore) Stop(ctx context.Context, projection, shardID string, epoch int64, reason string) error {
 	if reason == "" {
-		return fmt.Errorf("cursorstore/dynamo: stop cursor %q/%q: empty reason", projection, shardID)
+		return fmt.Errorf("store/dynamo: stop cursor %q/%q: empty reason", projection, shardID)
 	}
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      s.key(projection, shardID),
 		UpdateExpression:         aws.String("SET #e = :e, #st = :st, #sm = :sm"),
 		ConditionExpression:      aws.String(epochCondition(epoch)),
-		ExpressionAttributeNames: map[string]string{"#e": attrEpoch, "#st": attrStopped, "#sm": attrStoppedMs},
+		ExpressionAttributeNames: map[string]string{"#e": attrCursorEpoch, "#st": attrCursorStopped, "#sm": attrCursorStoppedMs},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":e":  num(epoch),
-			":st": &types.AttributeValueMemberS{Value: reason},
+			":st": str(reason),
 			":sm": num(time.Now().UnixMilli()),
 		},
 	})
@@ -180,58 +167,43 @@ func (s *Store) Stop(ctx context.Context, projection, shardID string, epoch int6
 		return fmt.Errorf("%w: stop of %q/%q by epoch %d", cursorstore.ErrFenced, projection, shardID, epoch)
 	}
 	if err != nil {
-		return fmt.Errorf("cursorstore/dynamo: stop cursor %q/%q: %w", projection, shardID, err)
+		return fmt.Errorf("store/dynamo: stop cursor %q/%q: %w", projection, shardID, err)
 	}
 	return nil
 }
 
 // Resume clears the stopped state (not fenced). A cursor that is not stopped, or does not exist,
 // is left as it is (the write is conditional on the stopped attribute, so no item is created).
-func (s *Store) Resume(ctx context.Context, projection, shardID string) error {
+func (s *CursorStore) Resume(ctx context.Context, projection, shardID string) error {
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      s.key(projection, shardID),
 		UpdateExpression:         aws.String("REMOVE #st, #sm"),
 		ConditionExpression:      aws.String("attribute_exists(#st)"),
-		ExpressionAttributeNames: map[string]string{"#st": attrStopped, "#sm": attrStoppedMs},
+		ExpressionAttributeNames: map[string]string{"#st": attrCursorStopped, "#sm": attrCursorStoppedMs},
 	})
 	if err != nil && !dynamotables.IsConditionalCheckFailed(err) {
-		return fmt.Errorf("cursorstore/dynamo: resume cursor %q/%q: %w", projection, shardID, err)
+		return fmt.Errorf("store/dynamo: resume cursor %q/%q: %w", projection, shardID, err)
 	}
 	return nil
 }
 
-func num(n int64) *types.AttributeValueMemberN {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
-func decode(projection, shardID string, it map[string]types.AttributeValue) (cursorstore.Cursor, error) {
+// decodeCursor reads the cursor item it of (projection, shardID); a nil item is the missing
+// cursor. Errors: epoch or stopped_ms not an integer N.
+func decodeCursor(projection, shardID string, it map[string]types.AttributeValue) (cursorstore.Cursor, error) {
 	c := cursorstore.Cursor{Projection: projection, ShardID: shardID}
-	if v, ok := it[attrSeq].(*types.AttributeValueMemberS); ok {
+	if v, ok := it[attrCursorSeq].(*types.AttributeValueMemberS); ok {
 		c.Seq = v.Value
 	}
-	if v, ok := it[attrStopped].(*types.AttributeValueMemberS); ok {
+	if v, ok := it[attrCursorStopped].(*types.AttributeValueMemberS); ok {
 		c.Stopped = v.Value
 	}
 	var err error
-	if c.Epoch, err = intAttr(it, attrEpoch); err != nil {
-		return c, err
+	if c.Epoch, _, err = intAttr(it, attrCursorEpoch); err != nil {
+		return c, fmt.Errorf("cursor item: %w", err)
 	}
-	if c.StoppedMs, err = intAttr(it, attrStoppedMs); err != nil {
-		return c, err
+	if c.StoppedMs, _, err = intAttr(it, attrCursorStoppedMs); err != nil {
+		return c, fmt.Errorf("cursor item: %w", err)
 	}
 	return c, nil
-}
-
-// intAttr returns the number attribute name of it, 0 when absent.
-func intAttr(it map[string]types.AttributeValue, name string) (int64, error) {
-	v, ok := it[name].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(v.Value, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("cursor item %s %q: %w", name, v.Value, err)
-	}
-	return n, nil
 }

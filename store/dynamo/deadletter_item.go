@@ -12,31 +12,33 @@ import (
 	"github.com/projhost/projhost/event"
 )
 
-// Attribute names of a letter's head item besides the keys (see the package documentation).
+// Attribute names of a dead letter's head item besides the keys (see the package
+// documentation, Dead letters).
 const (
-	attrShard        = "shard"
-	attrSeq          = "seq"
-	attrPartitionKey = "partition_key"
-	attrArrivalMs    = "arrival_ms"
-	attrData         = "data" // also on chunk items
-	attrChunks       = "chunks"
-	attrChunkGen     = "chunk_gen"
-	attrDataLen      = "data_len"
-	attrErrorKind    = "error_kind"
-	attrError        = "error"
-	attrAttempts     = "attempts"
-	attrFirstFailure = "first_failure_ms"
-	attrLastFailure  = "last_failure_ms"
-	attrState        = "state"
-	attrReplayedSeq  = "replayed_seq"
-	attrChunkIndex   = "chunk" // only on chunk items
+	attrLetterShard        = "shard"
+	attrLetterSeq          = "seq"
+	attrLetterPartitionKey = "partition_key"
+	attrLetterArrivalMs    = "arrival_ms"
+	attrLetterData         = "data" // also on chunk items
+	attrLetterChunks       = "chunks"
+	attrLetterChunkGen     = "chunk_gen"
+	attrLetterDataLen      = "data_len"
+	attrLetterErrorKind    = "error_kind"
+	attrLetterError        = "error"
+	attrLetterAttempts     = "attempts"
+	attrLetterFirstFailure = "first_failure_ms"
+	attrLetterLastFailure  = "last_failure_ms"
+	attrLetterState        = "state"
+	attrLetterReplayedSeq  = "replayed_seq"
+	attrLetterChunkIndex   = "chunk" // only on chunk items
 )
 
 // optionalAttrs are the head attributes left out when their field is zero; Put removes them from
 // the stored item then. first_failure_ms is not among them: an unknown first failure keeps the
 // stored one.
-var optionalAttrs = []string{attrPartitionKey, attrData, attrChunks, attrChunkGen, attrDataLen,
-	attrErrorKind, attrError, attrLastFailure, attrReplayedSeq}
+var optionalAttrs = []string{attrLetterPartitionKey, attrLetterData, attrLetterChunks,
+	attrLetterChunkGen, attrLetterDataLen, attrLetterErrorKind, attrLetterError,
+	attrLetterLastFailure, attrLetterReplayedSeq}
 
 // headSK is the sort key of a letter's head item: shard id, "#", the sequence number zero-padded
 // to event.SeqWidth digits (so a shard's letters sort numerically).
@@ -56,42 +58,36 @@ type chunkRef struct {
 	len int    // total data bytes
 }
 
-func str(s string) *types.AttributeValueMemberS { return &types.AttributeValueMemberS{Value: s} }
-
-func num(n int64) *types.AttributeValueMemberN {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
 // encodeHead returns a head item's attributes besides the keys: zero optional fields are left
 // out, Data is inline unless ref.n > 0 (then ref describes the chunks).
 func encodeHead(l deadletter.Letter, ref chunkRef) map[string]types.AttributeValue {
 	it := map[string]types.AttributeValue{
-		attrShard:     str(l.ShardID),
-		attrSeq:       str(l.Seq),
-		attrArrivalMs: num(l.ArrivalMs),
-		attrAttempts:  num(int64(l.Attempts)),
-		attrState:     str(string(l.State)),
+		attrLetterShard:     str(l.ShardID),
+		attrLetterSeq:       str(l.Seq),
+		attrLetterArrivalMs: num(l.ArrivalMs),
+		attrLetterAttempts:  num(int64(l.Attempts)),
+		attrLetterState:     str(string(l.State)),
 	}
 	opt := func(name, v string) {
 		if v != "" {
 			it[name] = str(v)
 		}
 	}
-	opt(attrPartitionKey, l.PartitionKey)
-	opt(attrErrorKind, l.ErrorKind)
-	opt(attrError, l.Error)
-	opt(attrReplayedSeq, l.ReplayedSeq)
+	opt(attrLetterPartitionKey, l.PartitionKey)
+	opt(attrLetterErrorKind, l.ErrorKind)
+	opt(attrLetterError, l.Error)
+	opt(attrLetterReplayedSeq, l.ReplayedSeq)
 	if !l.FirstFailure.IsZero() {
-		it[attrFirstFailure] = num(l.FirstFailure.UnixMilli())
+		it[attrLetterFirstFailure] = num(l.FirstFailure.UnixMilli())
 	}
 	if !l.LastFailure.IsZero() {
-		it[attrLastFailure] = num(l.LastFailure.UnixMilli())
+		it[attrLetterLastFailure] = num(l.LastFailure.UnixMilli())
 	}
 	switch {
 	case ref.n > 0:
-		it[attrChunks], it[attrChunkGen], it[attrDataLen] = num(int64(ref.n)), str(ref.gen), num(int64(ref.len))
+		it[attrLetterChunks], it[attrLetterChunkGen], it[attrLetterDataLen] = num(int64(ref.n)), str(ref.gen), num(int64(ref.len))
 	case len(l.Data) > 0:
-		it[attrData] = &types.AttributeValueMemberB{Value: l.Data}
+		it[attrLetterData] = &types.AttributeValueMemberB{Value: l.Data}
 	}
 	return it
 }
@@ -119,18 +115,11 @@ func decodeHead(projection string, it map[string]types.AttributeValue) (deadlett
 		return ""
 	}
 	n := func(name string) (int64, bool) {
-		switch v := it[name].(type) {
-		case *types.AttributeValueMemberN:
-			x, err := strconv.ParseInt(v.Value, 10, 64)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%w: attribute %s: %w", errCorrupt, name, err))
-			}
-			return x, err == nil
-		case nil:
-		default:
-			errs = append(errs, fmt.Errorf("%w: attribute %s is %T, want N", errCorrupt, name, v))
+		x, ok, err := intAttr(it, name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", errCorrupt, err))
 		}
-		return 0, false
+		return x, ok
 	}
 	ms := func(name string) time.Time {
 		if x, ok := n(name); ok {
@@ -138,23 +127,23 @@ func decodeHead(projection string, it map[string]types.AttributeValue) (deadlett
 		}
 		return time.Time{}
 	}
-	l.ShardID, l.Seq, l.State = s(attrShard, true), s(attrSeq, true), deadletter.State(s(attrState, true))
-	l.PartitionKey, l.ErrorKind, l.Error, l.ReplayedSeq = s(attrPartitionKey, false), s(attrErrorKind, false),
-		s(attrError, false), s(attrReplayedSeq, false)
-	l.ArrivalMs, _ = n(attrArrivalMs)
-	attempts, _ := n(attrAttempts)
+	l.ShardID, l.Seq, l.State = s(attrLetterShard, true), s(attrLetterSeq, true), deadletter.State(s(attrLetterState, true))
+	l.PartitionKey, l.ErrorKind, l.Error, l.ReplayedSeq = s(attrLetterPartitionKey, false), s(attrLetterErrorKind, false),
+		s(attrLetterError, false), s(attrLetterReplayedSeq, false)
+	l.ArrivalMs, _ = n(attrLetterArrivalMs)
+	attempts, _ := n(attrLetterAttempts)
 	l.Attempts = int(attempts)
-	l.FirstFailure, l.LastFailure = ms(attrFirstFailure), ms(attrLastFailure)
-	switch v := it[attrData].(type) {
+	l.FirstFailure, l.LastFailure = ms(attrLetterFirstFailure), ms(attrLetterLastFailure)
+	switch v := it[attrLetterData].(type) {
 	case *types.AttributeValueMemberB:
 		l.Data = v.Value
 	case nil:
 	default:
-		errs = append(errs, fmt.Errorf("%w: attribute %s is %T, want B", errCorrupt, attrData, v))
+		errs = append(errs, fmt.Errorf("%w: attribute %s is %T, want B", errCorrupt, attrLetterData, v))
 	}
-	if chunks, ok := n(attrChunks); ok {
-		size, _ := n(attrDataLen)
-		ref = chunkRef{n: int(chunks), gen: s(attrChunkGen, true), len: int(size)}
+	if chunks, ok := n(attrLetterChunks); ok {
+		size, _ := n(attrLetterDataLen)
+		ref = chunkRef{n: int(chunks), gen: s(attrLetterChunkGen, true), len: int(size)}
 		if chunks <= 0 || size < 0 || l.Data != nil {
 			errs = append(errs, fmt.Errorf("%w: %d chunks of %d bytes (inline data: %v)", errCorrupt, chunks, size, l.Data != nil))
 		}
@@ -186,8 +175,8 @@ func assemble(ref chunkRef, items []map[string]types.AttributeValue) ([]byte, er
 	}
 	data := make([]byte, 0, ref.len)
 	for i, it := range items {
-		idx, ok := it[attrChunkIndex].(*types.AttributeValueMemberN)
-		b, okb := it[attrData].(*types.AttributeValueMemberB)
+		idx, ok := it[attrLetterChunkIndex].(*types.AttributeValueMemberN)
+		b, okb := it[attrLetterData].(*types.AttributeValueMemberB)
 		if !ok || !okb || idx.Value != strconv.Itoa(i) {
 			return nil, fmt.Errorf("%w: chunk item %d of %d", errCorrupt, i, ref.n)
 		}

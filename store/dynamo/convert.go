@@ -20,7 +20,7 @@ import (
 // 1E-130 .. 9.99E+125 (Amazon DynamoDB Developer Guide, "Supported data types", Number); an
 // object key that is empty or of 64 KiB or more (attribute names: "Naming rules"); objects and
 // arrays nested more than MaxDocDepth deep.
-var ErrBadDocument = errors.New("readmodel/dynamo: document cannot be stored as DynamoDB attributes")
+var ErrBadDocument = errors.New("store/dynamo: document cannot be stored as DynamoDB attributes")
 
 // Number limits of DynamoDB (Developer Guide, "Supported data types").
 const (
@@ -256,7 +256,7 @@ func appendAV(b []byte, av types.AttributeValue) ([]byte, error) {
 	case *types.AttributeValueMemberN:
 		n, err := CanonicalNumber(x.Value)
 		if err != nil {
-			return nil, fmt.Errorf("readmodel/dynamo: stored N attribute: %w", err)
+			return nil, fmt.Errorf("store/dynamo: document: stored N attribute: %w", err)
 		}
 		return append(b, n...), nil
 	case *types.AttributeValueMemberBOOL:
@@ -284,7 +284,7 @@ func appendAV(b []byte, av types.AttributeValue) ([]byte, error) {
 		}
 		return appendAV(b, &types.AttributeValueMemberL{Value: l})
 	}
-	return nil, fmt.Errorf("readmodel/dynamo: unsupported attribute value type %T", av)
+	return nil, fmt.Errorf("store/dynamo: unsupported attribute value type %T", av)
 }
 
 const hexDigits = "0123456789abcdef"

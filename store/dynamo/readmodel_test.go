@@ -1,98 +1,51 @@
 package dynamo_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"reflect"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/projhost/projhost/internal/dynamotables"
-	"github.com/projhost/projhost/internal/dynamotest"
 	"github.com/projhost/projhost/readmodel"
-	"github.com/projhost/projhost/readmodel/dynamo"
 	"github.com/projhost/projhost/readmodel/readmodeltest"
 	"github.com/projhost/projhost/source"
+	"github.com/projhost/projhost/store/dynamo"
 )
 
-func TestMain(m *testing.M) { dynamotest.Main(m) }
-
-// counting wraps the client: it counts requests by kind and can fail UpdateItems after a budget.
-type counting struct {
-	dynamotables.ItemAPI
-	gets, updates, queries atomic.Int64
-	updateBudget           atomic.Int64 // < 0: unlimited
+// rmEnv is a ReadModel on fresh tables.
+type rmEnv struct {
+	*env
+	s     *dynamo.ReadModel
+	table string // the read model table
 }
 
-var errInjected = errors.New("injected failure")
-
-func (c *counting) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	c.gets.Add(1)
-	return c.ItemAPI.GetItem(ctx, in, o...)
-}
-
-func (c *counting) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if c.updateBudget.Load() >= 0 && c.updateBudget.Add(-1) < 0 {
-		return nil, errInjected
-	}
-	c.updates.Add(1)
-	return c.ItemAPI.UpdateItem(ctx, in, o...)
-}
-
-func (c *counting) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	c.queries.Add(1)
-	return c.ItemAPI.Query(ctx, in, o...)
-}
-
-func (c *counting) reset() (gets, updates int64) {
-	return c.gets.Swap(0), c.updates.Swap(0)
-}
-
-type env struct {
-	s      *dynamo.Store
-	c      *counting
-	client *dynamodb.Client
-	table  string
-}
-
-func newEnv(t testing.TB, opts ...dynamo.Option) *env {
+func newRMEnv(t testing.TB, opts ...dynamo.ReadModelOption) *rmEnv {
 	t.Helper()
-	client, prefix := dynamotest.Tables(t)
-	c := &counting{ItemAPI: client}
-	c.updateBudget.Store(-1)
-	s, err := dynamo.New(c, prefix, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, _ := dynamotables.NamesFor(prefix)
-	return &env{s: s, c: c, client: client, table: names.ReadModel}
-}
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
+	e := newEnv(t)
+	s := open(t, e, func(api dynamotables.ItemAPI, prefix string) (*dynamo.ReadModel, error) {
+		return dynamo.NewReadModel(api, prefix, opts...)
+	})
+	return &rmEnv{env: e, s: s, table: e.names.ReadModel}
 }
 
 func put(coll, key, doc string) readmodel.Mutation {
 	return readmodel.Mutation{Collection: coll, Key: key, Doc: []byte(doc)}
 }
 
-func (e *env) apply(t testing.TB, shard string, epoch int64, seq string, ms ...readmodel.Mutation) {
+func (e *rmEnv) apply(t testing.TB, shard string, epoch int64, seq string, ms ...readmodel.Mutation) {
 	t.Helper()
 	if err := e.s.Apply(ctxT(t), readmodel.Write{Projection: "p", ShardID: shard, Epoch: epoch, Seq: seq, Mutations: ms}); err != nil {
 		t.Fatalf("Apply(%s epoch %d seq %s): %v", shard, epoch, seq, err)
 	}
 }
 
-func (e *env) expect(t testing.TB, coll, key, want string) {
+func (e *rmEnv) expect(t testing.TB, coll, key, want string) {
 	t.Helper()
 	doc, found, err := e.s.Get(ctxT(t), "p", coll, key)
 	if err != nil {
@@ -103,26 +56,32 @@ func (e *env) expect(t testing.TB, coll, key, want string) {
 	}
 }
 
-func TestConformance(t *testing.T) {
-	e := newEnv(t)
+func TestReadModelConformance(t *testing.T) {
+	e := newRMEnv(t)
 	readmodeltest.Run(t, func(t *testing.T) readmodel.Store { return e.s }, readmodeltest.Replay{
-		// Replays are not tied to dead letters here (no Request). Interrupt lets the fence and
-		// two item writes through, then fails the rest (the suite's replay has more keys).
+		// Replays are not tied to dead letters here (no Request). Interrupt applies w through a
+		// new sequential ReadModel on the same tables, so that the failure point is known: the
+		// fence, its registry write and two item writes go through, the third item write fails
+		// and stops the Apply (the suite's replay has more keys). With concurrent item writes
+		// the failure would cancel writes in flight, and might leave none written.
 		Interrupt: func(t *testing.T, _ readmodel.Store, w readmodel.Write) {
 			t.Helper()
-			e.c.updateBudget.Store(1 + 2)
-			defer e.c.updateBudget.Store(-1)
-			if err := e.s.Apply(ctxT(t), w); !errors.Is(err, errInjected) {
+			seq := open(t, e.env, func(api dynamotables.ItemAPI, prefix string) (*dynamo.ReadModel, error) {
+				return dynamo.NewReadModel(api, prefix, dynamo.WithMaxInFlight(1))
+			})
+			e.api.failUpdateAfter(1 + 1 + 2)
+			defer e.api.unlimit()
+			if err := seq.Apply(ctxT(t), w); !errors.Is(err, errInjected) {
 				t.Fatalf("interrupted replay Apply: err = %v, want errInjected", err)
 			}
 		},
 	})
 }
 
-// TestItemLayout: documents are native attributes any client can read by key; deletes leave a
-// tombstone that keeps the markers.
-func TestItemLayout(t *testing.T) {
-	e := newEnv(t)
+// TestReadModelItemLayout: documents are native attributes any client can read by key; deletes
+// leave a tombstone that keeps the markers.
+func TestReadModelItemLayout(t *testing.T) {
+	e := newRMEnv(t)
 	ctx := ctxT(t)
 	e.apply(t, "shardId-1", 3, "42", put("airports", "DTW", `{"origin":"DTW","count":2,"delay":{"max":66.5}}`))
 	get := func() map[string]types.AttributeValue {
@@ -163,7 +122,7 @@ func TestItemLayout(t *testing.T) {
 
 // TestNumbersThroughDynamoDB: numbers and strings survive the server exactly (canonical form).
 func TestNumbersThroughDynamoDB(t *testing.T) {
-	e := newEnv(t)
+	e := newRMEnv(t)
 	tests := []struct{ in, want string }{
 		{`{"a":1.50e2,"b":-0.0,"c":0.001,"d":1e-7,"e":123456789.123456789}`, `{"a":150,"b":0,"c":0.001,"d":0.0000001,"e":123456789.123456789}`},
 		{`{"big":12345678901234567890123456789012345678,"max":9.9999999999999999999999999999999999999e125}`,
@@ -182,7 +141,7 @@ func TestNumbersThroughDynamoDB(t *testing.T) {
 // with ErrBadDocument before any write (DynamoDB and DynamoDB Local would refuse the item write
 // with a ValidationException after the fence; dynalite would store it).
 func TestDocumentLimits(t *testing.T) {
-	e := newEnv(t)
+	e := newRMEnv(t)
 	longKey := strings.Repeat("k", 64*1024-1)
 	tests := []struct {
 		name, doc string
@@ -200,7 +159,7 @@ func TestDocumentLimits(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e.c.reset()
+			e.api.reset()
 			err := e.s.Apply(ctxT(t), readmodel.Write{Projection: "p", ShardID: "s", Epoch: 1, Seq: fmt.Sprint(i + 1),
 				Mutations: []readmodel.Mutation{put("c", "ok"+tt.name, `{"v":1}`), put("c", tt.name, tt.doc)}})
 			if !tt.bad {
@@ -213,7 +172,7 @@ func TestDocumentLimits(t *testing.T) {
 			if !errors.Is(err, dynamo.ErrBadDocument) {
 				t.Fatalf("Apply with a bad document: err = %v, want ErrBadDocument", err)
 			}
-			if _, u := e.c.reset(); u != 0 {
+			if _, u := e.api.reset(); u != 0 {
 				t.Fatalf("%d UpdateItems issued for a refused Apply, want 0", u)
 			}
 			e.expect(t, "c", "ok"+tt.name, "")
@@ -224,7 +183,7 @@ func TestDocumentLimits(t *testing.T) {
 // TestZombieFencedAtItem: a zombie that got past the fence before the new owner raised it is
 // still refused at every item the new owner wrote.
 func TestZombieFencedAtItem(t *testing.T) {
-	e := newEnv(t)
+	e := newRMEnv(t)
 	ctx := ctxT(t)
 	e.apply(t, "s", 1, "10", put("c", "k", `{"owner":1}`))
 	e.apply(t, "s", 2, "11", put("c", "k", `{"owner":2}`))
@@ -247,13 +206,13 @@ func TestZombieFencedAtItem(t *testing.T) {
 // TestPartialApplyCompletesOnReplay: an Apply that fails half way is completed by replaying it;
 // keys written by the first attempt are skipped, not rewritten.
 func TestPartialApplyCompletesOnReplay(t *testing.T) {
-	e := newEnv(t, dynamo.WithMaxInFlight(1)) // sequential, so the failure point is known
+	e := newRMEnv(t, dynamo.WithMaxInFlight(1)) // sequential, so the failure point is known
 	var ms []readmodel.Mutation
 	for i := range 10 {
 		ms = append(ms, put("c", fmt.Sprintf("k%d", i), fmt.Sprintf(`{"i":%d}`, i)))
 	}
 	w := readmodel.Write{Projection: "p", ShardID: "s", Epoch: 1, Seq: "7", Mutations: ms}
-	e.c.updateBudget.Store(1 + 1 + 4) // fence, registry, 4 items
+	e.api.failUpdateAfter(1 + 1 + 4) // fence, registry, 4 items
 	if err := e.s.Apply(ctxT(t), w); !errors.Is(err, errInjected) {
 		t.Fatalf("Apply with injected failure: err = %v, want errInjected", err)
 	}
@@ -263,8 +222,8 @@ func TestPartialApplyCompletesOnReplay(t *testing.T) {
 	if err != nil || seq != "7" || epoch != 1 {
 		t.Fatalf("HighWater = %q, %d, %v; want 7, 1", seq, epoch, err)
 	}
-	e.c.updateBudget.Store(-1)
-	e.c.reset()
+	e.api.unlimit()
+	e.api.reset()
 	// The replay is computed from the current state, so it differs for the applied keys: they
 	// must keep the first attempt's documents.
 	for i := range ms {
@@ -285,7 +244,7 @@ func TestPartialApplyCompletesOnReplay(t *testing.T) {
 // TestRequestsPerApply pins the number of DynamoDB requests of an Apply (the cost model in the
 // package documentation).
 func TestRequestsPerApply(t *testing.T) {
-	e := newEnv(t)
+	e := newRMEnv(t)
 	const n = 40
 	mk := func(seq int) []readmodel.Mutation {
 		var ms []readmodel.Mutation
@@ -306,9 +265,9 @@ func TestRequestsPerApply(t *testing.T) {
 		{"older replay: fence read back too", 1, 1 + n, 1 + n},
 	}
 	for _, tt := range tests {
-		e.c.reset()
+		e.api.reset()
 		e.apply(t, "s", 1, fmt.Sprint(tt.seq), mk(tt.seq)...)
-		if g, u := e.c.reset(); g != tt.gets || u != tt.updates {
+		if g, u := e.api.reset(); g != tt.gets || u != tt.updates {
 			t.Errorf("%s: %d GetItem + %d UpdateItem, want %d + %d", tt.name, g, u, tt.gets, tt.updates)
 		}
 	}
@@ -321,7 +280,7 @@ func TestRequestsPerApply(t *testing.T) {
 func BenchmarkApply(b *testing.B) {
 	for _, inFlight := range []int{1, 16} {
 		b.Run(fmt.Sprintf("inflight=%d", inFlight), func(b *testing.B) {
-			e := newEnv(b, dynamo.WithMaxInFlight(inFlight))
+			e := newRMEnv(b, dynamo.WithMaxInFlight(inFlight))
 			const n = 100
 			ms := make([]readmodel.Mutation, n)
 			b.ResetTimer()
@@ -339,7 +298,7 @@ func BenchmarkApply(b *testing.B) {
 // TestClaimWrites: a new owner's claim returns the high-water sequence of the last Apply begun
 // and fences every later Apply of an older epoch, before the new owner wrote anything.
 func TestClaimWrites(t *testing.T) {
-	e := newEnv(t)
+	e := newRMEnv(t)
 	ctx := ctxT(t)
 	hw, err := e.s.ClaimWrites(ctx, "p", "s", 1)
 	if err != nil || hw != "" {
@@ -370,7 +329,7 @@ func TestClaimWrites(t *testing.T) {
 // sequence marker and the fence's high-water mark as they were; a repeated replay is skipped at
 // every item (read back, not rewritten).
 func TestReplayItemLayout(t *testing.T) {
-	e := newEnv(t)
+	e := newRMEnv(t)
 	ctx := ctxT(t)
 	e.apply(t, "shardId-1", 3, "42", put("c", "old", `{"n":1}`))
 	get := func(k string) map[string]types.AttributeValue {
@@ -387,11 +346,11 @@ func TestReplayItemLayout(t *testing.T) {
 	before := get("old")["seq:shardId-1"]
 	w := readmodel.Write{Projection: "p", ShardID: "shardId-1", Epoch: 4, Seq: "42", Replay: "17",
 		Mutations: []readmodel.Mutation{put("c", "old", `{"n":2}`), put("c", "new", `{"n":1}`)}}
-	e.c.reset()
+	e.api.reset()
 	if err := e.s.Apply(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	if g, u := e.c.reset(); g != 0 || u != 1+2 {
+	if g, u := e.api.reset(); g != 0 || u != 1+2 {
 		t.Errorf("replay Apply: %d GetItem + %d UpdateItem, want 0 + 3 (fence epoch, 2 items)", g, u)
 	}
 	marker := "r:shardId-1:" + strings.Repeat("0", source.SeqWidth-2) + "17"
@@ -417,11 +376,11 @@ func TestReplayItemLayout(t *testing.T) {
 		t.Errorf("HighWater after the replay = %q, %d, %v; want 42 (unchanged), epoch 4", seq, epoch, err)
 	}
 	w.Mutations = []readmodel.Mutation{put("c", "old", `{"n":3}`), put("c", "new", `{"n":2}`)}
-	e.c.reset()
+	e.api.reset()
 	if err := e.s.Apply(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	if g, u := e.c.reset(); g != 2 || u != 1+2 {
+	if g, u := e.api.reset(); g != 2 || u != 1+2 {
 		t.Errorf("repeated replay Apply: %d GetItem + %d UpdateItem, want 2 + 3 (both items skipped after the read-back)", g, u)
 	}
 	e.expect(t, "c", "old", `{"n":2}`)
@@ -435,7 +394,7 @@ func TestReplayItemLayout(t *testing.T) {
 		Mutations: w.Mutations}); !errors.Is(err, dynamo.ErrBadReplay) {
 		t.Fatalf("replay of a non-canonical sequence number: err = %v, want ErrBadReplay", err)
 	}
-	if _, u := e.c.reset(); u != 1 { // the zombie's fence attempt only
+	if _, u := e.api.reset(); u != 1 { // the zombie's fence attempt only
 		t.Errorf("%d UpdateItems for the refused replays, want 1", u)
 	}
 }

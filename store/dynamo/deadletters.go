@@ -1,40 +1,3 @@
-// Package dynamo implements deadletter.Store on DynamoDB, without transactions, so it runs on
-// dynalite as on AWS.
-//
-// # Items (dead-letter table of internal/dynamotables, keys projection S / sk S)
-//
-//	head   sk = shard id + "#" + sequence number zero-padded to event.SeqWidth (129) digits
-//	       shard S, seq S (as given), state S, attempts N, arrival_ms N, and when not empty:
-//	       partition_key S, error_kind S, error S, first_failure_ms N, last_failure_ms N
-//	       (ms since the Unix epoch), replayed_seq S; the data either inline (data B) or in
-//	       chunks (chunks N, chunk_gen S, data_len N)
-//	chunk  sk = head sk + "#chunk#" + chunk_gen + "#" + 4-digit index
-//	       chunk N (the index), data B (at most ChunkBytes)
-//
-// The padded sequence number makes a shard's letters sort numerically in a Query; List also
-// sorts what it read by shard id then sequence number, because shard id + "#" alone does not
-// order shard ids that contain bytes below '#' (it is still a unique key: the padded part has a
-// fixed width of digits). Any DynamoDB client reads a letter with GetItem(projection, sk).
-//
-// # Data larger than an item
-//
-// An item holds at most 400 KB (MaxItemBytes), events up to 1 MiB (the host's limit; Kinesis
-// allows more). Data that does not fit inline next to the other fields is stored in chunk items
-// of ChunkBytes, written before the head, under a generation id that is new for every Put (16
-// random hex digits); the head names the generation, count and length. The head write switches
-// a letter to its new data atomically; the chunks of the generation it replaced are deleted
-// afterwards. A Put that crashes between its chunk writes and its head write leaves unreferenced
-// chunks behind (garbage, never read). Fields other than Data that do not fit one item (an
-// error message of hundreds of KB) fail Put with ErrTooLarge.
-//
-// # Writes
-//
-// Put: the chunk PutItems (large data only), then one UpdateItem of the head that sets every
-// field, removes the fields now empty, and sets first_failure_ms only if_not_exists; when the
-// stored first failure was later than the new one, a second conditional UpdateItem lowers it.
-// Transition: one UpdateItem conditional on the state (state IN from); when the condition
-// fails, a GetItem tells deadletter.ErrNotFound from deadletter.ErrState (dynalite returns no
-// item with ReturnValuesOnConditionCheckFailure). Reads are strongly consistent.
 package dynamo
 
 import (
@@ -57,7 +20,7 @@ import (
 	"github.com/projhost/projhost/internal/dynamotables"
 )
 
-// Size limits (bytes).
+// Size limits of the dead-letter store (bytes).
 const (
 	// MaxItemBytes is DynamoDB's item size limit (400 KB, attribute names and values).
 	MaxItemBytes = 400 * 1024
@@ -67,35 +30,40 @@ const (
 	// inlineBytes bounds a head item with inline data (the rest of MaxItemBytes is margin for
 	// DynamoDB's own accounting).
 	inlineBytes = MaxItemBytes - 4*1024
-	// MaxProjectionBytes and MaxShardIDBytes follow from DynamoDB's key limits (partition key
-	// 2048 bytes, sort key 1024: a chunk's sort key is the shard id and 158 bytes).
+	// MaxProjectionBytes and MaxShardIDBytes bound a dead letter's projection and shard id
+	// (longer ones are deadletter.ErrInvalid). They follow from DynamoDB's key limits (partition
+	// key 2048 bytes, sort key 1024: a chunk's sort key is the shard id and 158 bytes).
 	MaxProjectionBytes = 2048
 	MaxShardIDBytes    = 512
 )
 
 // ErrTooLarge is returned (wrapped) by Put for a letter whose fields other than Data do not fit
 // in one DynamoDB item. Data of any size is stored (in chunks).
-var ErrTooLarge = errors.New("deadletter/dynamo: the dead letter's fields other than its data exceed a DynamoDB item")
+var ErrTooLarge = errors.New("store/dynamo: the dead letter's fields other than its data exceed a DynamoDB item")
 
-// Store is a deadletter.Store on DynamoDB. It is safe for concurrent use.
-type Store struct {
+// DeadLetters is a deadletter.Store on the dead-letter table, without transactions (items,
+// chunked data and requests: the package documentation, Dead letters). It is safe for
+// concurrent use.
+type DeadLetters struct {
 	api   dynamotables.ItemAPI
 	table string
 }
 
-var _ deadletter.Store = (*Store)(nil)
+var _ deadletter.Store = (*DeadLetters)(nil)
 
-// New returns a Store on the dead-letter table of prefix (see dynamotables.NamesFor); the table
-// must exist (dynamotables.CreateTables). Errors: dynamotables.ErrBadPrefix.
-func New(api dynamotables.ItemAPI, prefix string) (*Store, error) {
+// NewDeadLetters returns a DeadLetters on the dead-letter table of prefix (see
+// Config.Prefix; "" is no prefix) through api (a *dynamodb.Client); the table must exist
+// (CreateTables). Errors: ErrBadPrefix.
+func NewDeadLetters(api dynamotables.ItemAPI, prefix string) (*DeadLetters, error) {
 	n, err := dynamotables.NamesFor(prefix)
 	if err != nil {
 		return nil, err
 	}
-	return &Store{api: api, table: n.DeadLetters}, nil
+	return &DeadLetters{api: api, table: n.DeadLetters}, nil
 }
 
-func key(projection, sk string) map[string]types.AttributeValue {
+// letterKey is the key of the dead-letter item (projection, sk).
+func letterKey(projection, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
 		dynamotables.DeadLettersPK: str(projection),
 		dynamotables.DeadLettersSK: str(sk),
@@ -118,15 +86,15 @@ func validateKey(projection, shardID, seq string) error {
 // earlier (a zero FirstFailure is unknown: the stored one is kept). Errors: an error wrapping
 // deadletter.ErrInvalid (see deadletter.Letter.Validate; also projection or shard id too long
 // for a key), ErrTooLarge, DynamoDB errors after the SDK's retries (Put again to complete it).
-func (s *Store) Put(ctx context.Context, l deadletter.Letter) error {
+func (s *DeadLetters) Put(ctx context.Context, l deadletter.Letter) error {
 	if err := l.Validate(); err != nil {
-		return fmt.Errorf("deadletter/dynamo: put: %w", err)
+		return fmt.Errorf("store/dynamo: put dead letter: %w", err)
 	}
 	if err := validateKey(l.Projection, l.ShardID, l.Seq); err != nil {
-		return fmt.Errorf("deadletter/dynamo: put: %w", err)
+		return fmt.Errorf("store/dynamo: put dead letter: %w", err)
 	}
 	sk := headSK(l.ShardID, l.Seq)
-	keys := itemSize(key(l.Projection, sk))
+	keys := itemSize(letterKey(l.Projection, sk))
 	head := encodeHead(l, chunkRef{})
 	if keys+itemSize(head) > inlineBytes {
 		// The data goes to chunks: the rest must fit the head, with the chunks' reference.
@@ -134,7 +102,7 @@ func (s *Store) Put(ctx context.Context, l deadletter.Letter) error {
 		rest.Data = nil
 		size := keys + itemSize(encodeHead(rest, chunkRef{n: 1, gen: strings.Repeat("0", genDigits), len: len(l.Data)}))
 		if size > inlineBytes {
-			return fmt.Errorf("deadletter/dynamo: put %s/%s/%s: %w (%d bytes without the data, at most %d)",
+			return fmt.Errorf("store/dynamo: put dead letter %s/%s/%s: %w (%d bytes without the data, at most %d)",
 				l.Projection, l.ShardID, l.Seq, ErrTooLarge, size, inlineBytes)
 		}
 		var err error
@@ -144,15 +112,15 @@ func (s *Store) Put(ctx context.Context, l deadletter.Letter) error {
 	}
 	old, err := s.writeHead(ctx, l.Projection, sk, head)
 	if err != nil {
-		return fmt.Errorf("deadletter/dynamo: put %s/%s/%s: %w", l.Projection, l.ShardID, l.Seq, err)
+		return fmt.Errorf("store/dynamo: put dead letter %s/%s/%s: %w", l.Projection, l.ShardID, l.Seq, err)
 	}
 	if err := s.keepEarliest(ctx, l, sk, old); err != nil {
-		return fmt.Errorf("deadletter/dynamo: put %s/%s/%s: %w", l.Projection, l.ShardID, l.Seq, err)
+		return fmt.Errorf("store/dynamo: put dead letter %s/%s/%s: %w", l.Projection, l.ShardID, l.Seq, err)
 	}
 	// The chunks of the data this Put replaced are no longer referenced.
 	if _, ref, err := decodeHead(l.Projection, old); err == nil && ref.n > 0 {
 		if err := s.deleteChunks(ctx, l.Projection, sk, ref); err != nil {
-			return fmt.Errorf("deadletter/dynamo: put %s/%s/%s: %w", l.Projection, l.ShardID, l.Seq, err)
+			return fmt.Errorf("store/dynamo: put dead letter %s/%s/%s: %w", l.Projection, l.ShardID, l.Seq, err)
 		}
 	}
 	return nil
@@ -160,10 +128,10 @@ func (s *Store) Put(ctx context.Context, l deadletter.Letter) error {
 
 // putChunks writes l.Data as chunk items of a new generation and returns the head attributes
 // that refer to them.
-func (s *Store) putChunks(ctx context.Context, l deadletter.Letter, sk string) (map[string]types.AttributeValue, error) {
+func (s *DeadLetters) putChunks(ctx context.Context, l deadletter.Letter, sk string) (map[string]types.AttributeValue, error) {
 	var g [genDigits / 2]byte
 	if _, err := rand.Read(g[:]); err != nil {
-		return nil, fmt.Errorf("deadletter/dynamo: chunk generation: %w", err)
+		return nil, fmt.Errorf("store/dynamo: dead letter chunk generation: %w", err)
 	}
 	ref := chunkRef{gen: hex.EncodeToString(g[:]), len: len(l.Data)}
 	parts := split(l.Data, ChunkBytes)
@@ -174,10 +142,10 @@ func (s *Store) putChunks(ctx context.Context, l deadletter.Letter, sk string) (
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			it := key(l.Projection, chunkSK(sk, ref.gen, i))
-			it[attrChunkIndex], it[attrData] = num(int64(i)), &types.AttributeValueMemberB{Value: part}
+			it := letterKey(l.Projection, chunkSK(sk, ref.gen, i))
+			it[attrLetterChunkIndex], it[attrLetterData] = num(int64(i)), &types.AttributeValueMemberB{Value: part}
 			if _, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: it}); err != nil {
-				errs[i] = fmt.Errorf("deadletter/dynamo: put %s/%s/%s: data chunk %d of %d: %w", l.Projection, l.ShardID, l.Seq, i, ref.n, err)
+				errs[i] = fmt.Errorf("store/dynamo: put dead letter %s/%s/%s: data chunk %d of %d: %w", l.Projection, l.ShardID, l.Seq, i, ref.n, err)
 			}
 		}()
 	}
@@ -190,7 +158,7 @@ func (s *Store) putChunks(ctx context.Context, l deadletter.Letter, sk string) (
 
 // writeHead sets the head's attributes to head (first_failure_ms only if not stored yet) and
 // removes the optional ones head lacks. It returns the item as it was before.
-func (s *Store) writeHead(ctx context.Context, projection, sk string, head map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+func (s *DeadLetters) writeHead(ctx context.Context, projection, sk string, head map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
 	names := map[string]string{}
 	values := map[string]types.AttributeValue{}
 	var set, remove []string
@@ -202,7 +170,7 @@ func (s *Store) writeHead(ctx context.Context, projection, sk string, head map[s
 	for i, name := range attrs {
 		n, v := "#a"+strconv.Itoa(i), ":a"+strconv.Itoa(i)
 		names[n], values[v] = name, head[name]
-		if name == attrFirstFailure {
+		if name == attrLetterFirstFailure {
 			set = append(set, n+" = if_not_exists("+n+", "+v+")")
 		} else {
 			set = append(set, n+" = "+v)
@@ -221,7 +189,7 @@ func (s *Store) writeHead(ctx context.Context, projection, sk string, head map[s
 	}
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
-		Key:                       key(projection, sk),
+		Key:                       letterKey(projection, sk),
 		UpdateExpression:          aws.String(update),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
@@ -234,11 +202,11 @@ func (s *Store) writeHead(ctx context.Context, projection, sk string, head map[s
 }
 
 // keepEarliest lowers the stored first failure to l's when the head write kept a later one.
-func (s *Store) keepEarliest(ctx context.Context, l deadletter.Letter, sk string, old map[string]types.AttributeValue) error {
+func (s *DeadLetters) keepEarliest(ctx context.Context, l deadletter.Letter, sk string, old map[string]types.AttributeValue) error {
 	if l.FirstFailure.IsZero() {
 		return nil
 	}
-	v, ok := old[attrFirstFailure].(*types.AttributeValueMemberN)
+	v, ok := old[attrLetterFirstFailure].(*types.AttributeValueMemberN)
 	if !ok {
 		return nil // absent: the head write stored l's
 	}
@@ -248,10 +216,10 @@ func (s *Store) keepEarliest(ctx context.Context, l deadletter.Letter, sk string
 	}
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
-		Key:                       key(l.Projection, sk),
+		Key:                       letterKey(l.Projection, sk),
 		UpdateExpression:          aws.String("SET #f = :f"),
 		ConditionExpression:       aws.String("attribute_not_exists(#f) OR #f > :f"),
-		ExpressionAttributeNames:  map[string]string{"#f": attrFirstFailure},
+		ExpressionAttributeNames:  map[string]string{"#f": attrLetterFirstFailure},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":f": num(mine)},
 	})
 	if dynamotables.IsConditionalCheckFailed(err) {
@@ -260,11 +228,11 @@ func (s *Store) keepEarliest(ctx context.Context, l deadletter.Letter, sk string
 	return err
 }
 
-func (s *Store) deleteChunks(ctx context.Context, projection, sk string, ref chunkRef) error {
+func (s *DeadLetters) deleteChunks(ctx context.Context, projection, sk string, ref chunkRef) error {
 	for i := range ref.n {
 		if _, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName: aws.String(s.table),
-			Key:       key(projection, chunkSK(sk, ref.gen, i)),
+			Key:       letterKey(projection, chunkSK(sk, ref.gen, i)),
 		}); err != nil {
 			return fmt.Errorf("delete replaced data chunk %d of %d: %w", i, ref.n, err)
 		}
@@ -281,42 +249,42 @@ const readAttempts = 3
 
 // Get returns one letter. Errors: deadletter.ErrNotFound, deadletter.ErrInvalid for an invalid
 // identity, DynamoDB errors, an error for an item projhost did not write.
-func (s *Store) Get(ctx context.Context, projection, shardID, seq string) (deadletter.Letter, error) {
+func (s *DeadLetters) Get(ctx context.Context, projection, shardID, seq string) (deadletter.Letter, error) {
 	if err := validateKey(projection, shardID, seq); err != nil {
-		return deadletter.Letter{}, fmt.Errorf("deadletter/dynamo: get: %w", err)
+		return deadletter.Letter{}, fmt.Errorf("store/dynamo: get dead letter: %w", err)
 	}
 	sk := headSK(shardID, seq)
 	var last error
 	for range readAttempts {
 		out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName:      aws.String(s.table),
-			Key:            key(projection, sk),
+			Key:            letterKey(projection, sk),
 			ConsistentRead: aws.Bool(true),
 		})
 		if err != nil {
-			return deadletter.Letter{}, fmt.Errorf("deadletter/dynamo: get %s/%s/%s: %w", projection, shardID, seq, err)
+			return deadletter.Letter{}, fmt.Errorf("store/dynamo: get dead letter %s/%s/%s: %w", projection, shardID, seq, err)
 		}
 		if out.Item == nil {
-			return deadletter.Letter{}, fmt.Errorf("deadletter/dynamo: %s/%s/%s: %w", projection, shardID, seq, deadletter.ErrNotFound)
+			return deadletter.Letter{}, fmt.Errorf("store/dynamo: dead letter %s/%s/%s: %w", projection, shardID, seq, deadletter.ErrNotFound)
 		}
-		l, err := s.decode(ctx, projection, out.Item)
+		l, err := s.load(ctx, projection, out.Item)
 		if err == nil {
 			return l, nil
 		}
 		if !errors.Is(err, errChunksGone) {
-			return deadletter.Letter{}, fmt.Errorf("deadletter/dynamo: get %s/%s/%s: %w", projection, shardID, seq, err)
+			return deadletter.Letter{}, fmt.Errorf("store/dynamo: get dead letter %s/%s/%s: %w", projection, shardID, seq, err)
 		}
 		last = err
 	}
-	return deadletter.Letter{}, fmt.Errorf("deadletter/dynamo: get %s/%s/%s: %w", projection, shardID, seq, last)
+	return deadletter.Letter{}, fmt.Errorf("store/dynamo: get dead letter %s/%s/%s: %w", projection, shardID, seq, last)
 }
 
 // errChunksGone: the head's chunks were not all found (a concurrent Put replaced them): read the
 // head again.
 var errChunksGone = errors.New("data chunks replaced while reading")
 
-// decode decodes a head item and loads its chunks.
-func (s *Store) decode(ctx context.Context, projection string, it map[string]types.AttributeValue) (deadletter.Letter, error) {
+// load decodes a head item and loads its chunks.
+func (s *DeadLetters) load(ctx context.Context, projection string, it map[string]types.AttributeValue) (deadletter.Letter, error) {
 	l, ref, err := decodeHead(projection, it)
 	if err != nil || ref.n == 0 {
 		return l, err
@@ -350,12 +318,12 @@ func (s *Store) decode(ctx context.Context, projection string, it map[string]typ
 // number (numerically). One paged Query of the projection (of the shard's key range with
 // f.ShardID), plus one per letter with chunked data. Errors: deadletter.ErrInvalid for an empty
 // projection or an unknown f.State, DynamoDB errors.
-func (s *Store) List(ctx context.Context, projection string, f deadletter.Filter) ([]deadletter.Letter, error) {
+func (s *DeadLetters) List(ctx context.Context, projection string, f deadletter.Filter) ([]deadletter.Letter, error) {
 	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("deadletter/dynamo: list: %w", err)
+		return nil, fmt.Errorf("store/dynamo: list dead letters: %w", err)
 	}
 	if projection == "" || len(projection) > MaxProjectionBytes {
-		return nil, fmt.Errorf("deadletter/dynamo: list: %w: projection of %d bytes", deadletter.ErrInvalid, len(projection))
+		return nil, fmt.Errorf("store/dynamo: list dead letters: %w: projection of %d bytes", deadletter.ErrInvalid, len(projection))
 	}
 	var letters []deadletter.Letter
 	for attempt := 1; ; attempt++ {
@@ -365,7 +333,7 @@ func (s *Store) List(ctx context.Context, projection string, f deadletter.Filter
 			break
 		}
 		if !errors.Is(err, errChunksGone) || attempt == readAttempts {
-			return nil, fmt.Errorf("deadletter/dynamo: list %s: %w", projection, err)
+			return nil, fmt.Errorf("store/dynamo: list dead letters of %s: %w", projection, err)
 		}
 	}
 	slices.SortFunc(letters, func(a, b deadletter.Letter) int {
@@ -377,18 +345,18 @@ func (s *Store) List(ctx context.Context, projection string, f deadletter.Filter
 	return letters, nil
 }
 
-func (s *Store) list(ctx context.Context, projection string, f deadletter.Filter) ([]deadletter.Letter, error) {
-	names := map[string]string{"#pk": dynamotables.DeadLettersPK, "#ci": attrChunkIndex}
+func (s *DeadLetters) list(ctx context.Context, projection string, f deadletter.Filter) ([]deadletter.Letter, error) {
+	names := map[string]string{"#pk": dynamotables.DeadLettersPK, "#ci": attrLetterChunkIndex}
 	values := map[string]types.AttributeValue{":pk": str(projection)}
 	keyCond, filter := "#pk = :pk", []string{"attribute_not_exists(#ci)"}
 	if f.ShardID != "" {
 		keyCond += " AND begins_with(#sk, :prefix)"
-		names["#sk"], names["#sh"] = dynamotables.DeadLettersSK, attrShard
+		names["#sk"], names["#sh"] = dynamotables.DeadLettersSK, attrLetterShard
 		values[":prefix"], values[":sh"] = str(f.ShardID+"#"), str(f.ShardID)
 		filter = append(filter, "#sh = :sh") // the prefix also matches shard ids that extend it
 	}
 	if f.State != "" {
-		names["#st"], values[":st"] = attrState, str(string(f.State))
+		names["#st"], values[":st"] = attrLetterState, str(string(f.State))
 		filter = append(filter, "#st = :st")
 	}
 	p := dynamodb.NewQueryPaginator(s.api, &dynamodb.QueryInput{
@@ -406,7 +374,7 @@ func (s *Store) list(ctx context.Context, projection string, f deadletter.Filter
 			return nil, err
 		}
 		for _, it := range page.Items {
-			l, err := s.decode(ctx, projection, it)
+			l, err := s.load(ctx, projection, it)
 			if err != nil {
 				return nil, err
 			}
@@ -420,18 +388,18 @@ func (s *Store) list(ctx context.Context, projection string, f deadletter.Filter
 // replayedSeq when to is deadletter.StateReplayed): one conditional UpdateItem. Errors:
 // deadletter.ErrNotFound, deadletter.ErrState, deadletter.ErrInvalid (see
 // deadletter.ValidateTransition), DynamoDB errors.
-func (s *Store) Transition(ctx context.Context, projection, shardID, seq string, from []deadletter.State, to deadletter.State, replayedSeq string) error {
+func (s *DeadLetters) Transition(ctx context.Context, projection, shardID, seq string, from []deadletter.State, to deadletter.State, replayedSeq string) error {
 	if err := deadletter.ValidateTransition(projection, shardID, seq, from, to, replayedSeq); err != nil {
-		return fmt.Errorf("deadletter/dynamo: transition: %w", err)
+		return fmt.Errorf("store/dynamo: transition dead letter: %w", err)
 	}
 	if err := validateKey(projection, shardID, seq); err != nil {
-		return fmt.Errorf("deadletter/dynamo: transition: %w", err)
+		return fmt.Errorf("store/dynamo: transition dead letter: %w", err)
 	}
-	names := map[string]string{"#st": attrState}
+	names := map[string]string{"#st": attrLetterState}
 	values := map[string]types.AttributeValue{":to": str(string(to))}
 	update := "SET #st = :to"
 	if to == deadletter.StateReplayed {
-		names["#rs"], values[":rs"] = attrReplayedSeq, str(replayedSeq)
+		names["#rs"], values[":rs"] = attrLetterReplayedSeq, str(replayedSeq)
 		update += ", #rs = :rs"
 	}
 	in := make([]string, len(from))
@@ -442,7 +410,7 @@ func (s *Store) Transition(ctx context.Context, projection, shardID, seq string,
 	sk := headSK(shardID, seq)
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
-		Key:                       key(projection, sk),
+		Key:                       letterKey(projection, sk),
 		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String("#st IN (" + strings.Join(in, ", ") + ")"),
 		ExpressionAttributeNames:  names,
@@ -452,23 +420,23 @@ func (s *Store) Transition(ctx context.Context, projection, shardID, seq string,
 		return nil
 	}
 	if !dynamotables.IsConditionalCheckFailed(err) {
-		return fmt.Errorf("deadletter/dynamo: transition %s/%s/%s to %s: %w", projection, shardID, seq, to, err)
+		return fmt.Errorf("store/dynamo: transition dead letter %s/%s/%s to %s: %w", projection, shardID, seq, to, err)
 	}
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:                aws.String(s.table),
-		Key:                      key(projection, sk),
+		Key:                      letterKey(projection, sk),
 		ConsistentRead:           aws.Bool(true),
 		ProjectionExpression:     aws.String("#st"),
-		ExpressionAttributeNames: map[string]string{"#st": attrState},
+		ExpressionAttributeNames: map[string]string{"#st": attrLetterState},
 	})
 	if err != nil {
-		return fmt.Errorf("deadletter/dynamo: transition %s/%s/%s to %s: condition failed and reading the state failed: %w",
+		return fmt.Errorf("store/dynamo: transition dead letter %s/%s/%s to %s: condition failed and reading the state failed: %w",
 			projection, shardID, seq, to, err)
 	}
-	st, ok := out.Item[attrState].(*types.AttributeValueMemberS)
+	st, ok := out.Item[attrLetterState].(*types.AttributeValueMemberS)
 	if !ok {
-		return fmt.Errorf("deadletter/dynamo: %s/%s/%s: %w", projection, shardID, seq, deadletter.ErrNotFound)
+		return fmt.Errorf("store/dynamo: dead letter %s/%s/%s: %w", projection, shardID, seq, deadletter.ErrNotFound)
 	}
-	return fmt.Errorf("deadletter/dynamo: transition %s/%s/%s to %s: %w: it is %s, not %v", projection, shardID, seq, to,
+	return fmt.Errorf("store/dynamo: transition dead letter %s/%s/%s to %s: %w: it is %s, not %v", projection, shardID, seq, to,
 		deadletter.ErrState, st.Value, from)
 }

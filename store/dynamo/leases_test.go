@@ -1,50 +1,29 @@
 package dynamo_test
 
 import (
-	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/projhost/projhost/internal/dynamotables"
-	"github.com/projhost/projhost/internal/dynamotest"
 	"github.com/projhost/projhost/shardmap"
-	"github.com/projhost/projhost/shardmap/dynamo"
 	"github.com/projhost/projhost/shardmap/leasetest"
+	"github.com/projhost/projhost/store/dynamo"
 )
 
-func TestMain(m *testing.M) { dynamotest.Main(m) }
-
-func newStore(t *testing.T) (*dynamo.Store, *dynamodb.Client, string) {
-	t.Helper()
-	c, prefix := dynamotest.Tables(t)
-	s, err := dynamo.New(c, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, c, prefix
-}
-
-func TestConformance(t *testing.T) {
-	s, _, _ := newStore(t)
+func TestLeaseConformance(t *testing.T) {
+	s := open(t, newEnv(t), dynamo.NewLeaseStore)
 	leasetest.Run(t, func(t *testing.T) shardmap.LeaseStore { return s })
 }
 
-func TestNewBadPrefix(t *testing.T) {
-	if _, err := dynamo.New(nil, "bad prefix"); !errors.Is(err, dynamotables.ErrBadPrefix) {
-		t.Fatalf("New(bad prefix) error = %v, want ErrBadPrefix", err)
-	}
-}
-
-// TestItemLayout checks the stored attributes, which other tools (and the SAM stack) rely on.
-func TestItemLayout(t *testing.T) {
-	s, c, prefix := newStore(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// TestLeaseItemLayout checks the stored attributes, which other tools (and the SAM stack) rely
+// on.
+func TestLeaseItemLayout(t *testing.T) {
+	e := newEnv(t)
+	s := open(t, e, dynamo.NewLeaseStore)
+	ctx := ctxT(t)
 	l := shardmap.Lease{Projection: "p", ShardID: "shardId-000000000002", Owner: "w1", Counter: 7, Epoch: 3,
 		ParentIDs: []string{"shardId-000000000000", "shardId-000000000001"}, State: shardmap.StateActive}
 	if err := s.Create(ctx, l); err != nil {
@@ -58,8 +37,7 @@ func TestItemLayout(t *testing.T) {
 	if got.Counter != 8 || got.Owner != "" || got.State != shardmap.StateFinished {
 		t.Fatalf("Update returned %+v, want counter 8, no owner, finished", got)
 	}
-	names, _ := dynamotables.NamesFor(prefix)
-	out, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(names.Leases), ConsistentRead: aws.Bool(true),
+	out, err := e.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.names.Leases), ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{
 			"projection": &types.AttributeValueMemberS{Value: "p"},
 			"shard":      &types.AttributeValueMemberS{Value: l.ShardID},
