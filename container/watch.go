@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/projhost/projhost/deadletter"
@@ -63,6 +64,7 @@ func (r *Runner) caughtUp(ctx context.Context) (bool, error) {
 	}
 	hd := r.cfg.Source.(source.Header)
 	done := true
+	var stopped []string
 	for _, sh := range shards {
 		if finished[sh.ID] {
 			continue
@@ -72,8 +74,8 @@ func (r *Runner) caughtUp(ctx context.Context) (bool, error) {
 			return false, nil
 		}
 		if c.Stopped != "" {
-			return false, fmt.Errorf("%w: shard %s: %s (fix it, then `projhost resume --name %s --shard %s`)",
-				ErrShardStopped, sh.ID, c.Stopped, r.cfg.Projection, sh.ID)
+			stopped = append(stopped, fmt.Sprintf("shard %s: %s", sh.ID, c.Stopped))
+			continue
 		}
 		head, err := hd.Head(ctx, sh.ID)
 		if err != nil {
@@ -84,6 +86,10 @@ func (r *Runner) caughtUp(ctx context.Context) (bool, error) {
 		} else if cmp < 0 || sh.Closed {
 			done = false // a closed shard is caught up once its owner finished it
 		}
+	}
+	if len(stopped) > 0 {
+		return false, fmt.Errorf("%w: %s (fix the cause, then `projhost resume --name %s`)",
+			ErrShardStopped, strings.Join(stopped, "; "), r.cfg.Projection)
 	}
 	if !done {
 		return false, nil

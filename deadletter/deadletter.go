@@ -34,12 +34,17 @@ const (
 	StateReplayed State = "replayed"
 	// StateDropped: an operator gave the event up. Final.
 	StateDropped State = "dropped"
+	// StateSuperseded: the letter's event was still after the shard's cursor when a new owner
+	// opened the shard (the previous one stopped between storing the letter and committing past
+	// the event), so the event is handled again, and dead-lettered anew if it still fails.
+	// Final; replaying it would apply the event twice.
+	StateSuperseded State = "superseded"
 )
 
-// Valid reports whether s is one of the four states.
+// Valid reports whether s is one of the states.
 func (s State) Valid() bool {
 	switch s {
-	case StateFailed, StateReplayRequested, StateReplayed, StateDropped:
+	case StateFailed, StateReplayRequested, StateReplayed, StateDropped, StateSuperseded:
 		return true
 	}
 	return false

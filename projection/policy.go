@@ -95,6 +95,12 @@ func (s *Shard) handlePolicy(ctx context.Context, events []event.Event) (int, er
 		if pol.OnError != Retry && f.attempts >= pol.MaxAttempts {
 			return s.isolate(ctx, events, f)
 		}
+		if f.attempts == 1 {
+			// Commit what was handled before the failing batch: it must not wait for the retries.
+			if err := s.Flush(ctx); err != nil {
+				return 0, err
+			}
+		}
 		if err := s.wait(ctx, backoff); err != nil {
 			return 0, err
 		}
@@ -143,6 +149,9 @@ func (s *Shard) try(ctx context.Context, events []event.Event) ([]event.Mutation
 	for {
 		muts, err := s.handler.Handle(ctx, events, ov)
 		if err == nil {
+			if fault := s.checkMutations(events, muts); fault != nil {
+				return nil, fault, nil
+			}
 			return muts, nil, nil
 		}
 		if ctx.Err() != nil {
@@ -157,6 +166,23 @@ func (s *Shard) try(ctx context.Context, events []event.Event) ([]event.Mutation
 		}
 		backoff = min(backoff*2, s.p.cfg.RetryMax)
 	}
+}
+
+// checkMutations reports, as the handler's bad output, a mutation the read model cannot store
+// (store.Stores.CheckMutation): committing it would fail for ever.
+func (s *Shard) checkMutations(events []event.Event, muts []event.Mutation) error {
+	check := s.p.cfg.Stores.CheckMutation
+	if check == nil {
+		return nil
+	}
+	for _, m := range muts {
+		if err := check(s.info.Projection, m); err != nil {
+			return &host.HandlerError{Module: s.mod.Name(), Shard: s.info.ShardID, FirstSeq: events[0].Seq,
+				LastSeq: events[len(events)-1].Seq, Kind: host.ErrBadOutput,
+				Message: fmt.Sprintf("mutation %s/%s cannot be stored in the read model: %v", m.Collection, m.Key, err)}
+		}
+	}
+	return nil
 }
 
 // accept makes a handled batch's mutations pending.

@@ -2,6 +2,7 @@ package projection_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -286,4 +287,41 @@ func TestStopAndResume(t *testing.T) {
 			sh.Close(ctx)
 		})
 	}
+}
+
+// A mutation the read model cannot store (store.Stores.CheckMutation) is the handler's bad
+// output, charged to the event that produced it, not a commit retried for ever.
+func TestUnstorableMutationIsChargedToItsEvent(t *testing.T) {
+	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))[:200]
+	evs := events(fs)
+	st := *storetest.Backends()[0].Open(t)
+	st.CheckMutation = func(_ string, m event.Mutation) error {
+		if m.Key == "ORD" {
+			return errors.New("too big for this store")
+		}
+		return nil
+	}
+	var rec recorder
+	p := newProc(t, &st, projection.Fixed(load(t, testwasm.FlightDelaysAS)), func(c *projection.Config) {
+		c.Hooks = rec.hooks()
+		c.Policy = projection.Policy{OnError: projection.DeadLetter, MaxAttempts: 1}
+	})
+	ctx := context.Background()
+	sh, err := p.Open(ctx, shard, 1, projection.ShardOptions{})
+	require.NoError(t, err)
+	push(t, sh, evs, 50)
+	var ord []int
+	for i, f := range fs {
+		if f.Origin == "ORD" {
+			ord = append(ord, i)
+		}
+	}
+	require.NotEmpty(t, ord)
+	require.Len(t, rec.dead, len(ord), "every ORD event dead-lettered")
+	for _, l := range rec.dead {
+		require.Equal(t, projection.KindBadOutput, l.ErrorKind)
+		require.Contains(t, l.Error, "airports/ORD cannot be stored in the read model: too big for this store")
+	}
+	check(t, &st, without(fs, ord...))
+	sh.Close(ctx)
 }

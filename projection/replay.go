@@ -92,7 +92,7 @@ func (s *Shard) replayOne(ctx context.Context, l deadletter.Letter) error {
 	return nil
 }
 
-// supersede drops the shard's letters of events after the cursor: a crash came between storing
+// supersede marks superseded the shard's open letters of events after the cursor: a crash came between storing
 // the letter and committing past it, so the event will be handled again (and dead-lettered
 // again if it still fails). Replaying such a letter would apply its event twice.
 func (s *Shard) supersede(ctx context.Context) error {
@@ -106,7 +106,7 @@ func (s *Shard) supersede(ctx context.Context) error {
 		if event.CompareSeq(l.Seq, s.committed) <= 0 || (l.State != deadletter.StateFailed && l.State != deadletter.StateReplayRequested) {
 			continue
 		}
-		err := dl.Transition(ctx, l.Projection, l.ShardID, l.Seq, from, deadletter.StateDropped, "")
+		err := dl.Transition(ctx, l.Projection, l.ShardID, l.Seq, from, deadletter.StateSuperseded, "")
 		if err != nil && !errors.Is(err, deadletter.ErrState) && !errors.Is(err, deadletter.ErrNotFound) {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/projhost/projhost/cursorstore"
 	"github.com/projhost/projhost/deadletter"
+	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/shardmap"
 )
@@ -54,6 +55,12 @@ type Stores struct {
 	Committer readmodel.Committer
 	// WriteClaimer fences a shard's read-model writes for a new owner (Fenced mode).
 	WriteClaimer readmodel.WriteClaimer
+
+	// CheckMutation, when set, reports a mutation the read model cannot store (a DynamoDB item
+	// limit, say) before it is committed, so that the core charges it to the event that
+	// produced it (the error policy applies) instead of retrying a commit that can never
+	// succeed. nil: every mutation a handler may return (ABI.md §4) can be stored.
+	CheckMutation func(projection string, m event.Mutation) error
 
 	// Close releases the backend's resources (nil: nothing to release).
 	Close func() error

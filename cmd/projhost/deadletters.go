@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -51,7 +52,8 @@ func init() {
 		Use:   "deadletters",
 		Short: "Inspect, replay or drop the events a handler failed on (run --on-error dead-letter)",
 		Long: `Dead letters are the events a projection's handler kept failing on under --on-error dead-letter:
-the full event, the error and its state (failed, replay_requested, replayed, dropped). After fixing
+the full event, the error and its state (failed, replay_requested, replayed, dropped, or
+superseded: stored just before a worker stopped, its event is handled again). After fixing
 the handler (and restarting the workers with it), "replay" asks the shards' owners to re-handle the
 events; each replay is committed with the shard's cursor, exactly once. With no worker running, the
 next "projhost run" applies them (run --until-caught-up waits for them).`,
@@ -85,7 +87,7 @@ next "projhost run" applies them (run --until-caught-up waits for them).`,
 			}
 			st0 := deadletter.State(state)
 			if state != "" && !st0.Valid() {
-				return fmt.Errorf("--state %q: use failed, replay_requested, replayed or dropped", state)
+				return fmt.Errorf("--state %q: use failed, replay_requested, replayed, dropped or superseded", state)
 			}
 			st, err := sf.openExisting(cmd.Context())
 			if err != nil {
@@ -100,7 +102,7 @@ next "projhost run" applies them (run --until-caught-up waits for them).`,
 		},
 	}
 	addFlags(list, false)
-	list.Flags().StringVar(&state, "state", "", "only letters in this state: failed, replay_requested, replayed or dropped")
+	list.Flags().StringVar(&state, "state", "", "only letters in this state: failed, replay_requested, replayed, dropped or superseded")
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON lines (with the event data)")
 
 	show := &cobra.Command{
@@ -150,6 +152,9 @@ next "projhost run" applies them (run --until-caught-up waits for them).`,
 						continue
 					}
 					err := st.DeadLetters.Transition(cmd.Context(), name, l.ShardID, l.Seq, from, to, "")
+					if errors.Is(err, deadletter.ErrState) || errors.Is(err, deadletter.ErrNotFound) {
+						continue // changed since it was listed (a concurrent replay or drop)
+					}
 					if err != nil {
 						return fmt.Errorf("dead letter %s seq %s: %w", l.ShardID, l.Seq, err)
 					}

@@ -127,7 +127,7 @@ save cursors, release leases and exit 0.`,
 	f.DurationVar(&cfg.BatchWait, "batch-wait", container.DefaultBatchWait, "max wait for a batch to fill")
 	f.IntVar(&cfg.CursorEveryEvents, "cursor-every-events", projection.DefaultCursorEveryEvents, "save the cursor after this many events")
 	f.DurationVar(&cfg.CursorEvery, "cursor-every", projection.DefaultCursorEvery, "save the cursor at least this often while events flow")
-	f.StringVar(&onError, "on-error", string(projection.DefaultOnError), "what to do with an event the handler keeps failing on: retry (for ever), dead-letter (store it, go on) or stop (stop the shard until `projhost resume`)")
+	f.StringVar(&onError, "on-error", string(projection.DefaultOnError), "what to do with an event the handler keeps failing on: retry (for ever), dead-letter (store it, go on) or stop (stop the shard until projhost resume)")
 	f.IntVar(&cfg.Policy.MaxAttempts, "max-attempts", projection.DefaultMaxAttempts, "handler calls of a failing batch before --on-error dead-letter or stop acts")
 	f.DurationVar(&cfg.LeaseDuration, "lease-duration", shardmap.DefaultLeaseDuration, "lease duration: a worker silent this long loses its shards (renewed every third of it)")
 	f.StringVar(&workerID, "worker-id", "", "unique worker id (default HOSTNAME-PID)")

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/projhost/projhost/event"
 )
 
 func TestCanonicalNumber(t *testing.T) {
@@ -188,4 +190,27 @@ func FuzzDocRoundTrip(f *testing.F) {
 			t.Fatalf("output is not canonical: %q then %q", out, out2)
 		}
 	})
+}
+
+func TestCheckMutation(t *testing.T) {
+	cases := []struct {
+		name string
+		m    event.Mutation
+		ok   bool
+	}{
+		{"fine", event.Mutation{Collection: "c", Key: "k", Doc: []byte(`{"a":1}`)}, true},
+		{"delete", event.Mutation{Collection: "c", Key: "k"}, true},
+		{"number out of range", event.Mutation{Collection: "c", Key: "k", Doc: []byte(`{"a":1e200}`)}, false},
+		{"empty field name", event.Mutation{Collection: "c", Key: "k", Doc: []byte(`{"":1}`)}, false},
+		{"key too long", event.Mutation{Collection: "c", Key: strings.Repeat("k", 1025)}, false},
+		{"collection too long", event.Mutation{Collection: strings.Repeat("c", 2048), Key: "k"}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := CheckMutation("p", c.m)
+			if c.ok != (err == nil) || (err != nil && !errors.Is(err, ErrBadDocument)) {
+				t.Fatalf("CheckMutation = %v, want ok=%v (errors wrapping ErrBadDocument)", err, c.ok)
+			}
+		})
+	}
 }

@@ -85,7 +85,7 @@ func Open(ctx context.Context, cfg Config) (*store.Stores, error) {
 		return nil, err
 	}
 	return &store.Stores{Leases: leases, Cursors: cursors, ReadModel: rm, DeadLetters: dl,
-		Mode: store.Fenced, WriteClaimer: rm}, nil
+		Mode: store.Fenced, WriteClaimer: rm, CheckMutation: CheckMutation}, nil
 }
 
 // CreateTables creates the tables of cfg (on-demand billing) and waits until they are active;

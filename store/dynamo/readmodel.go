@@ -334,6 +334,31 @@ loop:
 
 // coalesce keeps the last mutation of every collection/key, in first-appearance order, and
 // converts documents up front so that a bad document fails the Apply before any write.
+// Key size limits of the read-model table (DynamoDB: a partition key of at most 2048 bytes, a
+// sort key of at most 1024).
+const (
+	maxDocPKBytes = 2048
+	maxDocSKBytes = 1024
+)
+
+// CheckMutation reports, with an error wrapping ErrBadDocument, a mutation of projection that
+// the read model cannot store: a document DocToAttributeValue refuses, or a key over
+// DynamoDB's key size limits. store.Stores.CheckMutation of Open.
+func CheckMutation(projection string, m readmodel.Mutation) error {
+	if pk := DocPK(projection, m.Collection); len(pk) > maxDocPKBytes {
+		return fmt.Errorf("%w: projection and collection %q take %d bytes, DynamoDB's partition key limit is %d", ErrBadDocument, m.Collection, len(pk), maxDocPKBytes)
+	}
+	if len(m.Key) > maxDocSKBytes {
+		return fmt.Errorf("%w: key of %d bytes, DynamoDB's sort key limit is %d", ErrBadDocument, len(m.Key), maxDocSKBytes)
+	}
+	if m.Doc != nil {
+		if _, err := DocToAttributeValue(m.Doc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func coalesce(ms []readmodel.Mutation) ([]pending, error) {
 	idx := make(map[[2]string]int, len(ms))
 	out := make([]pending, 0, len(ms))
