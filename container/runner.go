@@ -53,6 +53,8 @@ type shardRun struct {
 	release chan struct{}      // graceful: flush, save, release
 	done    chan struct{}
 	relOnce sync.Once
+	ended   atomic.Bool   // the acquisition's lost, released or finished event was reported
+	endedCh chan struct{} // closed then
 
 	mu      sync.Mutex
 	replays []deadletter.Letter // requested replays handed over by the control loop
@@ -265,33 +267,59 @@ func (r *Runner) controlLoop(ctx context.Context) {
 	}
 }
 
-func (r *Runner) lease(id string, epoch int64, ev projection.LeaseEvent, reason string) {
-	switch ev {
+// lease reports a lease event to the hooks and counters.
+func (r *Runner) lease(i projection.LeaseInfo) {
+	switch i.Event {
 	case projection.LeaseAcquired:
 		r.stats.gained.Add(1)
 	case projection.LeaseLost:
 		r.stats.lost.Add(1)
 	}
 	if h := r.cfg.Hooks.Lease; h != nil {
-		h(projection.LeaseInfo{ShardInfo: projection.ShardInfo{Projection: r.cfg.Projection, ShardID: id, Epoch: epoch},
-			Worker: r.cfg.WorkerID, Event: ev, Reason: reason})
+		i.Projection, i.Worker = r.cfg.Projection, r.cfg.WorkerID
+		h(i)
 	}
 }
 
-func (r *Runner) onAcquired(shardID string, l shardmap.Lease) {
+// end reports how s's acquisition ended (lost, released or finished), once: the first of the
+// lease manager and the shard's loop to notice tells.
+func (r *Runner) end(s *shardRun, ev projection.LeaseEvent, seq, reason string) {
+	if s.ended.CompareAndSwap(false, true) {
+		r.lease(projection.LeaseInfo{ShardInfo: projection.ShardInfo{ShardID: s.id, Epoch: s.epoch}, Event: ev, Seq: seq, Reason: reason})
+		close(s.endedCh)
+	}
+}
+
+// errDropped: the lease manager no longer holds the lease (it lost it, and reports Lost with
+// the reason right after dropping it).
+var errDropped = errors.New("the lease manager dropped the lease")
+
+// awaitLost waits (at most a lease duration) for the lease manager's Lost event of an
+// acquisition it dropped, so that the loss is reported with the manager's reason (a steal, a
+// lapse) rather than with the symptom the shard's loop saw first.
+func (r *Runner) awaitLost(s *shardRun) string {
+	select {
+	case <-s.endedCh:
+	case <-time.After(r.cfg.LeaseDuration):
+	}
+	return "lease dropped by the lease manager"
+}
+
+func (r *Runner) onAcquired(shardID string, l shardmap.Lease, how, from string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped.Load() || r.ctx == nil {
 		return
 	}
-	r.lease(shardID, l.Epoch, projection.LeaseAcquired, "")
+	r.lease(projection.LeaseInfo{ShardInfo: projection.ShardInfo{ShardID: shardID, Epoch: l.Epoch},
+		Event: projection.LeaseAcquired, How: how, From: from})
 	prev := r.shards[shardID]
 	if prev != nil {
 		// A previous loop of this shard (lost, then re-acquired) must end before a new one starts.
 		prev.cancel()
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
-	s := &shardRun{id: shardID, epoch: l.Epoch, cancel: cancel, release: make(chan struct{}), done: make(chan struct{})}
+	s := &shardRun{id: shardID, epoch: l.Epoch, cancel: cancel, release: make(chan struct{}), done: make(chan struct{}), endedCh: make(chan struct{})}
 	r.shards[shardID] = s
 	r.wg.Add(1)
 	go func() {
@@ -309,12 +337,12 @@ func (r *Runner) onAcquired(shardID string, l shardmap.Lease) {
 	}()
 }
 
-func (r *Runner) onLost(shardID string) {
+func (r *Runner) onLost(shardID, why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s, ok := r.shards[shardID]; ok {
-		r.log.Warn("lease lost: stopping shard without saving", "shard", shardID, "epoch", s.epoch)
-		r.lease(shardID, s.epoch, projection.LeaseLost, "lease lost")
+		r.log.Warn("lease lost: stopping shard without saving", "shard", shardID, "epoch", s.epoch, "why", why)
+		r.end(s, projection.LeaseLost, "", why)
 		s.cancel()
 	}
 }
@@ -338,8 +366,11 @@ func (r *Runner) onReleaseRequested(shardID string) {
 // guard is the shard's commit guard: the lease must still be valid on this worker's clock.
 func (r *Runner) guard(id string) func() error {
 	return func() error {
-		if _, ok := r.mgr.Valid(id); !ok {
-			return errors.New("lease not renewed in time")
+		if ep, ok := r.mgr.Valid(id); !ok {
+			if ep == 0 {
+				return errDropped
+			}
+			return errors.New(whyExpired)
 		}
 		return nil
 	}

@@ -33,17 +33,35 @@ var ErrNotOwned = errors.New("shardmap: this worker does not hold the shard's le
 // slow callback delays renewals of every other lease).
 type Events struct {
 	// Acquired: this worker now holds the shard's lease with l.Epoch (a new epoch). The runner
-	// claims the cursor with l.Epoch and starts the shard.
-	Acquired func(shardID string, l Lease)
+	// claims the cursor with l.Epoch and starts the shard. how is HowFree, HowExpired or
+	// HowSteal; from is the lease's previous owner ("" for a free lease).
+	Acquired func(shardID string, l Lease, how, from string)
 	// Lost: the lease is gone (another worker wrote it, or it was not renewed within the lease
-	// duration on this worker's clock). The runner stops at once and saves nothing.
-	Lost func(shardID string)
+	// duration on this worker's clock); why says which (the Why constants). The runner stops at
+	// once and saves nothing.
+	Lost func(shardID, why string)
 	// ReleaseRequested: the balancer wants the shard handed over. The runner finishes its
 	// batch, saves the cursor, then calls Manager.Release. The lease keeps being renewed until
 	// then. When ReleaseRequested is nil the Manager releases the lease itself and reports
 	// Lost instead.
 	ReleaseRequested func(shardID string)
 }
+
+// How a lease was acquired (Events.Acquired).
+const (
+	HowFree    = "free"    // it had no owner (new, released or handed back)
+	HowExpired = "expired" // its owner had not renewed it for a lease duration on this worker's clock
+	HowSteal   = "steal"   // balancing took a live lease from the most loaded worker
+)
+
+// Why a lease was lost (Events.Lost).
+const (
+	WhyWritten    = "written by another worker"                  // a List showed a newer counter
+	WhyNotRenewed = "not renewed within the lease duration"      // on this worker's clock
+	WhyLateRenew  = "renewal completed after the lease duration" // handed back
+	WhyConflict   = "renewal conflicted"                         // another worker wrote it first
+	WhyReleased   = "released by the manager"                    // above target with no ReleaseRequested event
+)
 
 // Option configures a Manager. Options are applied in order by NewManager.
 type Option func(*config)
@@ -335,8 +353,8 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 	}
 	m.mu.Unlock()
 	for _, id := range lost {
-		m.cfg.logger.Info("shardmap: lease lost: written by another worker", "shard", id)
-		m.emitLost(id)
+		m.cfg.logger.Info("shardmap: lease lost: "+WhyWritten, "shard", id)
+		m.emitLost(id, WhyWritten)
 		rep.Lost++
 	}
 
@@ -381,7 +399,11 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 		if mine >= rep.Target {
 			break
 		}
-		if m.take(ctx, l, &rep, "take") {
+		how := HowFree
+		if l.Owner != "" {
+			how = HowExpired
+		}
+		if m.take(ctx, l, &rep, how) {
 			rep.Taken++
 			mine++
 		}
@@ -401,7 +423,7 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 		l := theirs[victim][0]
 		theirs[victim] = theirs[victim][1:]
 		counts[victim]--
-		if m.take(ctx, l, &rep, "steal") {
+		if m.take(ctx, l, &rep, HowSteal) {
 			rep.Stolen++
 			mine++
 		}
@@ -430,7 +452,7 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 					m.cfg.logger.Warn("shardmap: release failed", "shard", id, "err", err)
 				}
 				rep.Writes++
-				m.emitLost(id)
+				m.emitLost(id, WhyReleased)
 			}
 		}
 	}
@@ -484,9 +506,9 @@ func (m *Manager) renew(ctx context.Context, e *ownedLease, rep *RoundReport) {
 	if start-validFrom >= m.cfg.leaseDuration {
 		m.drop(e)
 		e.wmu.Unlock()
-		m.cfg.logger.Info("shardmap: lease lost: not renewed within the lease duration", "shard", l.ShardID,
+		m.cfg.logger.Info("shardmap: lease lost: "+WhyNotRenewed, "shard", l.ShardID,
 			"since_renew", start-validFrom, "lease_duration", m.cfg.leaseDuration)
-		m.emitLost(l.ShardID)
+		m.emitLost(l.ShardID, WhyNotRenewed)
 		rep.Lost++
 		return
 	}
@@ -512,14 +534,14 @@ func (m *Manager) renew(ctx context.Context, e *ownedLease, rep *RoundReport) {
 		}
 		m.handBack(ctx, nl, rep)
 		e.wmu.Unlock()
-		m.cfg.logger.Warn("shardmap: lease lost: renewal completed after the lease duration", "shard", l.ShardID)
-		m.emitLost(l.ShardID)
+		m.cfg.logger.Warn("shardmap: lease lost: "+WhyLateRenew, "shard", l.ShardID)
+		m.emitLost(l.ShardID, WhyLateRenew)
 		rep.Lost++
 	case errors.Is(err, ErrConflict):
 		m.drop(e)
 		e.wmu.Unlock()
-		m.cfg.logger.Info("shardmap: lease lost: renewal conflicted", "shard", l.ShardID)
-		m.emitLost(l.ShardID)
+		m.cfg.logger.Info("shardmap: lease lost: "+WhyConflict, "shard", l.ShardID)
+		m.emitLost(l.ShardID, WhyConflict)
 		rep.Lost++
 	default:
 		e.wmu.Unlock()
@@ -527,7 +549,8 @@ func (m *Manager) renew(ctx context.Context, e *ownedLease, rep *RoundReport) {
 	}
 }
 
-// take writes l with this worker as owner and the next epoch.
+// take writes l with this worker as owner and the next epoch; how is HowFree, HowExpired or
+// HowSteal.
 func (m *Manager) take(ctx context.Context, l Lease, rep *RoundReport, how string) bool {
 	want := l
 	want.Owner = m.worker
@@ -540,7 +563,7 @@ func (m *Manager) take(ctx context.Context, l Lease, rep *RoundReport, how strin
 		if errors.Is(err, ErrConflict) {
 			lvl = slog.LevelDebug // another worker was faster
 		}
-		m.cfg.logger.Log(ctx, lvl, "shardmap: could not "+how+" lease", "shard", l.ShardID, "from", l.Owner, "err", err)
+		m.cfg.logger.Log(ctx, lvl, "shardmap: could not take lease", "shard", l.ShardID, "how", how, "from", l.Owner, "err", err)
 		return false
 	}
 	m.mu.Lock()
@@ -556,7 +579,7 @@ func (m *Manager) take(ctx context.Context, l Lease, rep *RoundReport, how strin
 	m.seen[nl.ShardID] = seenInfo{counter: nl.Counter, changedAt: m.cfg.clock.Now()}
 	m.cfg.logger.Info("shardmap: lease acquired", "shard", nl.ShardID, "how", how, "from", l.Owner, "epoch", nl.Epoch)
 	if f := m.cfg.events.Acquired; f != nil {
-		f(nl.ShardID, nl)
+		f(nl.ShardID, nl, how, l.Owner)
 	}
 	return true
 }
@@ -686,10 +709,10 @@ func (m *Manager) dropLocked(e *ownedLease) {
 	}
 }
 
-func (m *Manager) emitLost(shardID string) {
+func (m *Manager) emitLost(shardID, why string) {
 	if f := m.cfg.events.Lost; f != nil {
 		m.emitMu.Lock() // renewals run in parallel; events stay one at a time
 		defer m.emitMu.Unlock()
-		f(shardID)
+		f(shardID, why)
 	}
 }

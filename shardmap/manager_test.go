@@ -551,7 +551,7 @@ func TestNoReleaseHandler(t *testing.T) {
 	var lost []string
 	clk := shardmap.NewManualClock(0)
 	a := shardmap.NewManager(c.backing, proj, "a", shardmap.WithClock(clk), shardmap.WithLogger(quiet),
-		shardmap.WithEvents(shardmap.Events{Lost: func(id string) { lost = append(lost, id) }}))
+		shardmap.WithEvents(shardmap.Events{Lost: func(id, _ string) { lost = append(lost, id) }}))
 	if _, err := a.Round(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -679,7 +679,7 @@ func TestRunUntilCanceled(t *testing.T) {
 	c := newCluster(t, 4)
 	acquired := make(chan string, 4)
 	m := shardmap.NewManager(c.backing, proj, "a", shardmap.WithLogger(quiet), shardmap.WithLeaseDuration(300*time.Millisecond),
-		shardmap.WithEvents(shardmap.Events{Acquired: func(id string, _ shardmap.Lease) { acquired <- id }}))
+		shardmap.WithEvents(shardmap.Events{Acquired: func(id string, _ shardmap.Lease, _, _ string) { acquired <- id }}))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
@@ -699,5 +699,89 @@ func TestRunUntilCanceled(t *testing.T) {
 	}
 	if got := c.counts(); got[""] != 4 {
 		t.Fatalf("after ReleaseAll: %v", got)
+	}
+}
+
+// TestEventsSayHowAndWhy: Acquired says how a lease was taken and from whom, Lost says why, as
+// the runner's trace reports them.
+func TestEventsSayHowAndWhy(t *testing.T) {
+	tests := []struct {
+		name          string
+		run           func(c *cluster, a, b *worker)
+		wantHowA      []string // distinct "how from" of a's acquisitions
+		wantHowB      []string
+		wantWhyA      []string // distinct reasons of a's losses
+		wantLostA     int
+		wantAcquiredB int
+		bOpts         []shardmap.Option
+	}{
+		{
+			name:     "free leases",
+			run:      func(c *cluster, a, b *worker) { b.dead = true; c.round() },
+			wantHowA: []string{shardmap.HowFree + " "},
+		},
+		{
+			name: "steal, noticed by a conflicting renewal",
+			run: func(c *cluster, a, b *worker) {
+				b.dead = true
+				c.round()
+				b.dead = false
+				c.workers = []*worker{b, a}
+				c.round()
+			},
+			wantHowA: []string{shardmap.HowFree + " "}, wantHowB: []string{shardmap.HowSteal + " a"},
+			wantWhyA: []string{shardmap.WhyConflict}, wantLostA: 1, wantAcquiredB: 1,
+		},
+		{
+			name: "expired: a stopped renewing",
+			run: func(c *cluster, a, b *worker) {
+				b.dead = true
+				c.round()
+				a.dead, b.dead = true, false
+				for range 6 {
+					c.round()
+				}
+			},
+			wantHowA: []string{shardmap.HowFree + " "}, wantHowB: []string{shardmap.HowExpired + " a"}, wantAcquiredB: 16,
+			bOpts: []shardmap.Option{shardmap.WithMaxStealsPerRound(0)},
+		},
+		{
+			name: "not renewed within the duration: a paused",
+			run: func(c *cluster, a, b *worker) {
+				b.dead = true
+				c.round()
+				a.clk.Advance(dur)
+				c.round()
+			},
+			// a takes them back as expired: lost, its own earlier acquisitions are like anyone's.
+			wantHowA: []string{shardmap.HowExpired + " a", shardmap.HowFree + " "}, wantWhyA: []string{shardmap.WhyNotRenewed}, wantLostA: 16,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t, 16)
+			a, b := c.add("a"), c.add("b", tt.bOpts...)
+			tt.run(c, a, b)
+			distinct := func(xs []string) []string {
+				out := slices.Clone(xs)
+				slices.Sort(out)
+				return slices.Compact(out)
+			}
+			a.mu.Lock()
+			howA, whyA, lostA := distinct(a.how), distinct(a.why), len(a.lost)
+			a.mu.Unlock()
+			b.mu.Lock()
+			howB, acqB := distinct(b.how), len(b.acquired)
+			b.mu.Unlock()
+			if !slices.Equal(howA, tt.wantHowA) || !slices.Equal(howB, tt.wantHowB) {
+				t.Errorf("acquired how: a %q, b %q; want a %q, b %q", howA, howB, tt.wantHowA, tt.wantHowB)
+			}
+			if !slices.Equal(whyA, tt.wantWhyA) || lostA != tt.wantLostA {
+				t.Errorf("a lost %d leases because %q; want %d because %q", lostA, whyA, tt.wantLostA, tt.wantWhyA)
+			}
+			if acqB != tt.wantAcquiredB {
+				t.Errorf("b acquired %d leases, want %d", acqB, tt.wantAcquiredB)
+			}
+		})
 	}
 }
