@@ -260,8 +260,11 @@ func (m *Manager) EnsureShards(ctx context.Context, shards []source.Shard) error
 }
 
 // Run performs a round at once and then every renew interval until ctx is done, and returns
-// ctx.Err(). Each round's store calls share a deadline of one lease duration. Store errors are logged and retried at the next round; they never end Run. Run
-// does not release leases on return: call ReleaseAll after the runners saved their cursors.
+// ctx.Err(). Each round's store calls share a deadline of one lease duration. Store errors are
+// logged and retried at the next round; they never end Run. A round under way when ctx ends is
+// finished, not cancelled: a lease write cancelled in flight may still land, and a lease taken
+// that way would be held by no one until it expired (ReleaseAll would not know it). Run does
+// not release leases on return: call ReleaseAll after the runners saved their cursors.
 func (m *Manager) Run(ctx context.Context) error {
 	t := time.NewTicker(m.cfg.renewInterval)
 	defer t.Stop()
@@ -269,7 +272,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		// A round may take at most one lease duration (after that every lease it renews has
 		// lapsed anyway): a store that hangs (a black-holed connection) must not keep this
 		// worker from taking leases back once the store answers again.
-		rctx, cancel := context.WithTimeout(ctx, m.cfg.leaseDuration)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.leaseDuration)
 		_, err := m.Round(rctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/projhost/projhost/shardmap"
+	"github.com/projhost/projhost/shardmap/memlease"
 	"github.com/projhost/projhost/source"
 )
 
@@ -783,5 +785,64 @@ func TestEventsSayHowAndWhy(t *testing.T) {
 				t.Errorf("b acquired %d leases, want %d", acqB, tt.wantAcquiredB)
 			}
 		})
+	}
+}
+
+// gateStore holds the first Update until released, then writes it whatever happened to the
+// caller's context and reports the context's error if it ended meanwhile: a conditional write
+// that lands although its client gave up on it (cancelled in flight).
+type gateStore struct {
+	shardmap.LeaseStore
+	once             sync.Once
+	entered, release chan struct{}
+}
+
+func (g *gateStore) Update(ctx context.Context, l shardmap.Lease) (shardmap.Lease, error) {
+	first := false
+	g.once.Do(func() { first = true })
+	if !first {
+		return g.LeaseStore.Update(ctx, l)
+	}
+	close(g.entered)
+	<-g.release
+	nl, err := g.LeaseStore.Update(context.Background(), l)
+	if ctx.Err() != nil {
+		return shardmap.Lease{}, ctx.Err()
+	}
+	return nl, err
+}
+
+// TestStopFinishesTheRoundUnderWay: Run's context ends while a take is in flight. The round
+// is finished rather than cancelled, so the lease taken is known and ReleaseAll frees it. (A
+// cancelled take that landed anyway used to leave the lease held by the stopped worker until it
+// expired: a graceful stop that did not release everything.)
+func TestStopFinishesTheRoundUnderWay(t *testing.T) {
+	backing := memlease.New()
+	g := &gateStore{LeaseStore: backing, entered: make(chan struct{}), release: make(chan struct{})}
+	m := shardmap.NewManager(g, proj, "a", shardmap.WithLogger(quiet), shardmap.WithLeaseDuration(dur))
+	if err := m.EnsureShards(context.Background(), shardList(1)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	<-g.entered // the take's write is under way
+	cancel()    // the worker stops
+	close(g.release)
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := len(m.Owned()); n != 1 {
+		t.Fatalf("after the round under way, the manager holds %d leases; want the one it took", n)
+	}
+	if err := m.ReleaseAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := backing.List(context.Background(), proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 1 || ls[0].Owner != "" {
+		t.Fatalf("leases after the stop: %+v; want the one lease free", ls)
 	}
 }
