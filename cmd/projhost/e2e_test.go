@@ -1,0 +1,53 @@
+package main
+
+// The runner-level end-to-end suite (internal/e2esuite) against each backend, with the
+// projhost binary built once for the package's tests.
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/projhost/projhost/internal/dynamotest"
+	"github.com/projhost/projhost/internal/e2esuite"
+)
+
+var binPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "projhost-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binPath = filepath.Join(dir, "projhost")
+	if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building projhost: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := dynamotest.Run(m) // dynalite unless $PROJHOST_DYNAMODB_ENDPOINT
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// TestE2EEmbedded runs the suite on the embedded SQLite store.
+func TestE2EEmbedded(t *testing.T) { e2esuite.Run(t, binPath, e2esuite.Embedded()) }
+
+// TestDynamoE2E runs the suite on DynamoDB (the TestDynamo prefix: the DynamoDB suites).
+func TestDynamoE2E(t *testing.T) { e2esuite.Run(t, binPath, e2esuite.DynamoDB(dynamotest.Endpoint(t))) }
+
+// projhost runs the CLI to completion and returns its stdout; it fails the test on error.
+func projhost(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(binPath, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("projhost %s: %v\nstderr:\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String()
+}
