@@ -357,8 +357,15 @@ func testReplayNoWorker(t *testing.T, e *Env) {
 	if err := w.Wait(t, 5*time.Minute); err != nil {
 		t.Fatalf("run --until-caught-up: %v", err)
 	}
-	if ls := e.Letters(); len(ls) != 2 {
+	shard, seq := e.seqIndex(fs)
+	ls := e.Letters()
+	if len(ls) != 2 {
 		t.Fatalf("%d dead letters, want 2: %+v", len(ls), ls)
+	}
+	for _, l := range ls {
+		if !slices.ContainsFunc(bad, func(i int) bool { return shard[i] == l.Shard && seq[i] == l.Seq }) || l.State != "failed" {
+			t.Fatalf("dead letter %s/%s (%s) is not one of the malformed events", l.Shard, l.Seq, l.State)
+		}
 	}
 	e.CheckReadModel(without(fs, bad...))
 	if out := e.CLI("deadletters", "replay", "--name", Projection); !strings.HasPrefix(out, "2 dead letter(s)") {
