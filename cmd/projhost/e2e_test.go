@@ -51,3 +51,14 @@ func projhost(t *testing.T, args ...string) string {
 	}
 	return stdout.String()
 }
+
+// TestMeasureE2E reports figures on each backend, asserting none: recovery after kill -9 with
+// the default lease, events/s of one worker, DynamoDB requests per 100 events. Run:
+// PROJHOST_E2E_MEASURE=1 go test ./cmd/projhost -run TestMeasureE2E -v
+func TestMeasureE2E(t *testing.T) {
+	if os.Getenv("PROJHOST_E2E_MEASURE") == "" {
+		t.Skip("set PROJHOST_E2E_MEASURE=1 to measure")
+	}
+	t.Run("embedded", func(t *testing.T) { e2esuite.Measure(t, binPath, e2esuite.Embedded()) })
+	t.Run("dynamodb", func(t *testing.T) { e2esuite.Measure(t, binPath, e2esuite.DynamoDB(dynamotest.Endpoint(t))) })
+}

@@ -229,6 +229,9 @@ func testGracefulHandover(t *testing.T, e *Env) {
 	for id, ep := range e.Held("a") {
 		held[acquisition{id, ep}] = true
 	}
+	if len(held) == 0 {
+		t.Fatal("a holds no lease when it is stopped")
+	}
 	a.Stop(t)
 	for k, r := range endsOf(a.Records(t), held) {
 		if r.Kind != string(projection.LeaseReleased) {
@@ -498,6 +501,9 @@ func frozenWrite(kind WriteKind) func(t *testing.T, e *Env) {
 		signal(t, a, syscall.SIGSTOP)
 		before := a.Records(t)
 		held := live(before)
+		if len(held) == 0 {
+			t.Fatal("a holds no lease when it is paused")
+		}
 		b := e.Start("b", Spec{Flags: flags()})
 		e.WaitOwners("b holds 16", time.Minute, func(m map[string]int) bool { return m["b"] == 16 })
 		e.Append(fs[2000:])
@@ -543,6 +549,9 @@ func storeOutage(mode tcpproxy.Mode) func(t *testing.T, e *Env) {
 		appended := e.AppendChunks(fs, 8, 300*time.Millisecond)
 		time.Sleep(800 * time.Millisecond)
 		leases := e.Held("c")
+		if len(leases) == 0 {
+			t.Fatal("c holds no lease when the outage begins")
+		}
 		p.SetMode(mode)
 		start := time.Now()
 		e.Eventually("c's shards owned by the others with newer epochs", 2*time.Minute, func() (bool, string) {
