@@ -39,7 +39,6 @@ type Runner struct {
 
 	mu      sync.Mutex
 	shards  map[string]*shardRun
-	epochs  map[string]int64 // the epoch of each shard's latest acquisition by this worker
 	wg      sync.WaitGroup
 	ctx     context.Context
 	stopped atomic.Bool
@@ -54,6 +53,8 @@ type shardRun struct {
 	release chan struct{}      // graceful: flush, save, release
 	done    chan struct{}
 	relOnce sync.Once
+	ended   atomic.Bool   // the acquisition's lost, released or finished event was reported
+	endedCh chan struct{} // closed then
 
 	mu      sync.Mutex
 	replays []deadletter.Letter // requested replays handed over by the control loop
@@ -74,7 +75,7 @@ func New(cfg Config) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, shards: map[string]*shardRun{}, epochs: map[string]int64{}, resync: make(chan struct{}, 1)}
+	r := &Runner{cfg: cfg, shards: map[string]*shardRun{}, resync: make(chan struct{}, 1)}
 	r.log = cfg.Logger.With("projection", cfg.Projection, "worker", cfg.WorkerID)
 	pc := cfg.Config
 	pc.Hooks = r.countingHooks(cfg.Hooks)
@@ -89,7 +90,7 @@ func New(cfg Config) (*Runner, error) {
 		shardmap.WithLeaseDuration(cfg.LeaseDuration),
 		shardmap.WithEvents(shardmap.Events{
 			Acquired:         r.onAcquired,
-			LostBecause:      r.onLost,
+			Lost:             r.onLost,
 			ReleaseRequested: r.onReleaseRequested,
 		}))
 	return r, nil
@@ -266,34 +267,59 @@ func (r *Runner) controlLoop(ctx context.Context) {
 	}
 }
 
-func (r *Runner) lease(id string, epoch int64, ev projection.LeaseEvent, reason string) {
-	switch ev {
+// lease reports a lease event to the hooks and counters.
+func (r *Runner) lease(i projection.LeaseInfo) {
+	switch i.Event {
 	case projection.LeaseAcquired:
 		r.stats.gained.Add(1)
 	case projection.LeaseLost:
 		r.stats.lost.Add(1)
 	}
 	if h := r.cfg.Hooks.Lease; h != nil {
-		h(projection.LeaseInfo{ShardInfo: projection.ShardInfo{Projection: r.cfg.Projection, ShardID: id, Epoch: epoch},
-			Worker: r.cfg.WorkerID, Event: ev, Reason: reason})
+		i.Projection, i.Worker = r.cfg.Projection, r.cfg.WorkerID
+		h(i)
 	}
 }
 
-func (r *Runner) onAcquired(shardID string, l shardmap.Lease) {
+// end reports how s's acquisition ended (lost, released or finished), once: the first of the
+// lease manager and the shard's loop to notice tells.
+func (r *Runner) end(s *shardRun, ev projection.LeaseEvent, seq, reason string) {
+	if s.ended.CompareAndSwap(false, true) {
+		r.lease(projection.LeaseInfo{ShardInfo: projection.ShardInfo{ShardID: s.id, Epoch: s.epoch}, Event: ev, Seq: seq, Reason: reason})
+		close(s.endedCh)
+	}
+}
+
+// errDropped: the lease manager no longer holds the lease (it lost it, and reports Lost with
+// the reason right after dropping it).
+var errDropped = errors.New("the lease manager dropped the lease")
+
+// awaitLost waits (at most a lease duration) for the lease manager's Lost event of an
+// acquisition it dropped, so that the loss is reported with the manager's reason (a steal, a
+// lapse) rather than with the symptom the shard's loop saw first.
+func (r *Runner) awaitLost(s *shardRun) string {
+	select {
+	case <-s.endedCh:
+	case <-time.After(r.cfg.LeaseDuration):
+	}
+	return "lease dropped by the lease manager"
+}
+
+func (r *Runner) onAcquired(shardID string, l shardmap.Lease, how, from string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped.Load() || r.ctx == nil {
 		return
 	}
-	r.lease(shardID, l.Epoch, projection.LeaseAcquired, "")
-	r.epochs[shardID] = l.Epoch
+	r.lease(projection.LeaseInfo{ShardInfo: projection.ShardInfo{ShardID: shardID, Epoch: l.Epoch},
+		Event: projection.LeaseAcquired, How: how, From: from})
 	prev := r.shards[shardID]
 	if prev != nil {
 		// A previous loop of this shard (lost, then re-acquired) must end before a new one starts.
 		prev.cancel()
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
-	s := &shardRun{id: shardID, epoch: l.Epoch, cancel: cancel, release: make(chan struct{}), done: make(chan struct{})}
+	s := &shardRun{id: shardID, epoch: l.Epoch, cancel: cancel, release: make(chan struct{}), done: make(chan struct{}), endedCh: make(chan struct{})}
 	r.shards[shardID] = s
 	r.wg.Add(1)
 	go func() {
@@ -311,14 +337,12 @@ func (r *Runner) onAcquired(shardID string, l shardmap.Lease) {
 	}()
 }
 
-// onLost stops the shard's loop (if it still runs: a fenced commit may have ended it already)
-// and reports the loss with its reason.
-func (r *Runner) onLost(shardID string, why shardmap.LossReason) {
+func (r *Runner) onLost(shardID, why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lease(shardID, r.epochs[shardID], projection.LeaseLost, string(why))
 	if s, ok := r.shards[shardID]; ok {
-		r.log.Warn("lease lost: stopping shard without saving", "shard", shardID, "epoch", s.epoch, "reason", why)
+		r.log.Warn("lease lost: stopping shard without saving", "shard", shardID, "epoch", s.epoch, "why", why)
+		r.end(s, projection.LeaseLost, "", why)
 		s.cancel()
 	}
 }
@@ -342,8 +366,11 @@ func (r *Runner) onReleaseRequested(shardID string) {
 // guard is the shard's commit guard: the lease must still be valid on this worker's clock.
 func (r *Runner) guard(id string) func() error {
 	return func() error {
-		if _, ok := r.mgr.Valid(id); !ok {
-			return errors.New("lease not renewed in time")
+		if ep, ok := r.mgr.Valid(id); !ok {
+			if ep == 0 {
+				return errDropped
+			}
+			return errors.New(whyExpired)
 		}
 		return nil
 	}

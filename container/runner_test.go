@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,10 +13,12 @@ import (
 
 	"github.com/projhost/projhost/container"
 	"github.com/projhost/projhost/deadletter"
+	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/internal/flightcheck"
 	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/projection"
+	"github.com/projhost/projhost/shardmap"
 	"github.com/projhost/projhost/source/journal"
 	"github.com/projhost/projhost/store"
 	"github.com/projhost/projhost/store/sqlite"
@@ -265,4 +268,116 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			require.Contains(t, err.Error(), c.msg)
 		})
 	}
+}
+
+// leaseLog collects a runner's lease events.
+type leaseLog struct {
+	mu  sync.Mutex
+	evs []projection.LeaseInfo
+}
+
+func (l *leaseLog) hook(i projection.LeaseInfo) { l.mu.Lock(); l.evs = append(l.evs, i); l.mu.Unlock() }
+
+func (l *leaseLog) all() []projection.LeaseInfo {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]projection.LeaseInfo(nil), l.evs...)
+}
+
+// TestLeaseEventsEndEveryAcquisitionOnce: a second worker takes shards from the first by
+// balancing. Every acquisition of the first ends in exactly one lease event, and one ended by a
+// steal is reported lost with the lease manager's reason (a renewal conflict, or the lease
+// written by another worker), not with whatever the shard's loop saw first; released and
+// finished events carry the cursor handed over. (The runner used to report every loss as
+// "lease lost", and none at all when the shard's loop noticed before the lease manager.)
+func TestLeaseEventsEndEveryAcquisitionOnce(t *testing.T) {
+	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))
+	e := newEnv(t, 4)
+	e.append(t, fs)
+	logs := map[string]*leaseLog{"w1": {}, "w2": {}}
+	runners := map[string]*container.Runner{}
+	for _, id := range []string{"w1", "w2"} {
+		runners[id] = e.runner(t, func(c *container.Config) {
+			c.WorkerID, c.UntilCaughtUp, c.LeaseDuration = id, false, 6*time.Second
+			c.Hooks.Lease = logs[id].hook
+		})
+	}
+	ctx := ctx2m(t)
+	run := func(id string) (context.CancelFunc, chan error) {
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- runners[id].Run(rctx) }()
+		return cancel, done
+	}
+	waitFor := func(what string, ok func() bool) {
+		for !ok() {
+			require.NoError(t, ctx.Err(), "waiting for %s", what)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	stop1, done1 := run("w1")
+	waitFor("w1 holding 4", func() bool { return len(runners["w1"].Owned()) == 4 })
+	stop2, done2 := run("w2")
+	waitFor("2/2", func() bool { return len(runners["w1"].Owned()) == 2 && len(runners["w2"].Owned()) == 2 })
+	waitFor("caught up", func() bool {
+		for i := range 4 {
+			id := journal.ShardID(i)
+			c, err1 := e.st.Cursors.Get(ctx, "flights", id)
+			head, err2 := e.j.Head(ctx, id)
+			if err1 != nil || err2 != nil || c.Seq != head {
+				return false
+			}
+		}
+		return true
+	})
+	stop1()
+	require.NoError(t, <-done1)
+	stop2()
+	require.NoError(t, <-done2)
+
+	type acq struct {
+		shard string
+		epoch int64
+	}
+	ends := map[acq][]projection.LeaseInfo{}
+	var acquired []acq
+	for _, i := range logs["w1"].all() {
+		k := acq{i.ShardID, i.Epoch}
+		if i.Event == projection.LeaseAcquired {
+			acquired = append(acquired, k)
+			continue
+		}
+		ends[k] = append(ends[k], i)
+	}
+	lost := 0
+	for _, k := range acquired {
+		require.Len(t, ends[k], 1, "w1's acquisition of %v ends once: %+v", k, ends[k])
+		switch i := ends[k][0]; i.Event {
+		case projection.LeaseLost:
+			lost++
+			// The lease manager noticed (a renewal conflict, a newer counter) or the shard's
+			// commit was fenced by the thief's claim.
+			require.True(t, i.Reason == shardmap.WhyConflict || i.Reason == shardmap.WhyWritten || strings.Contains(i.Reason, "fenced"),
+				"why w1 lost %v: %q", k, i.Reason)
+		case projection.LeaseReleased:
+			c, err := e.st.Cursors.Get(ctx, "flights", k.shard)
+			require.NoError(t, err)
+			require.NotEmpty(t, i.Seq, "w1 released %v at its cursor", k)
+			require.LessOrEqual(t, event.CompareSeq(i.Seq, c.Seq), 0)
+		default:
+			t.Fatalf("w1's acquisition of %v ended %s", k, i.Event)
+		}
+	}
+	steals := 0
+	for _, i := range logs["w2"].all() {
+		if i.Event == projection.LeaseAcquired && i.How == shardmap.HowSteal {
+			require.Equal(t, "w1", i.From)
+			require.Equal(t, projection.LeaseLost, ends[acq{i.ShardID, i.Epoch - 1}][0].Event, "the stolen %s", i.ShardID)
+			steals++
+		}
+	}
+	require.Positive(t, steals, "w2 joined by stealing")
+	require.Equal(t, steals, lost, "w1 lost exactly the stolen leases")
+	require.EqualValues(t, lost, runners["w1"].Stats().LeasesLost)
+	e.check(t, fs)
 }

@@ -32,17 +32,23 @@ func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 			lvl = slog.LevelInfo
 		}
 		log.Log(ctx, lvl, "cannot open the shard: giving it up", "err", err)
+		r.end(s, projection.LeaseLost, "", "cannot open the shard: "+err.Error())
 		r.giveUp(s)
 		return
 	}
 	defer sh.Close(ctx)
 	log.Info("shard started", "cursor", sh.Committed(), "stopped", sh.Stopped())
-	end := r.pull(ctx, s, sh, log)
+	end, why := r.pull(ctx, s, sh, log)
 	if end == endLost {
+		if why == "" {
+			why = r.awaitLost(s)
+		}
+		r.end(s, projection.LeaseLost, "", why)
 		return
 	}
 	if err := sh.Flush(ctx); err != nil {
 		log.Warn("stopping shard without saving", "err", err)
+		r.end(s, projection.LeaseLost, "", "final commit failed: "+err.Error())
 		return
 	}
 	what, ev := r.mgr.Release, projection.LeaseReleased
@@ -53,16 +59,24 @@ func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 		default:
 		}
 	}
-	if err := what(context.WithoutCancel(ctx), s.id); err != nil && !errors.Is(err, shardmap.ErrNotOwned) {
+	if err := what(context.WithoutCancel(ctx), s.id); err != nil {
+		// ErrNotOwned: the lease manager dropped it (Lost follows, or came first); ErrConflict:
+		// another worker took it; a store error: it expires. Either way it was not handed over.
 		log.Warn("handing the lease over", "err", err, "how", ev)
+		why := "handing the lease over failed: " + err.Error()
+		if errors.Is(err, shardmap.ErrNotOwned) {
+			why = r.awaitLost(s)
+		}
+		r.end(s, projection.LeaseLost, "", why)
 		return
 	}
-	r.lease(s.id, s.epoch, ev, "")
+	r.end(s, ev, sh.Committed(), "")
 	log.Info("shard "+string(ev), "cursor", sh.Committed())
 }
 
-// pull is the shard's read loop.
-func (r *Runner) pull(ctx context.Context, s *shardRun, sh *projection.Shard, log *slog.Logger) ending {
+// pull is the shard's read loop. For endLost it also says why ("": the lease manager's Lost
+// event tells).
+func (r *Runner) pull(ctx context.Context, s *shardRun, sh *projection.Shard, log *slog.Logger) (ending, string) {
 	var rd source.ShardReader
 	defer func() {
 		if rd != nil {
@@ -70,16 +84,16 @@ func (r *Runner) pull(ctx context.Context, s *shardRun, sh *projection.Shard, lo
 		}
 	}()
 	for {
-		if end, stop := r.checkStop(ctx, s); stop {
-			return end
+		if end, why, stop := r.checkStop(ctx, s); stop {
+			return end, why
 		}
 		if sh.Stopped() != "" {
 			if rd != nil {
 				rd.Close()
 				rd = nil
 			}
-			if end, stop := r.waitResumed(ctx, s, sh); stop {
-				return end
+			if end, why, stop := r.waitResumed(ctx, s, sh); stop {
+				return end, why
 			}
 			continue
 		}
@@ -93,22 +107,22 @@ func (r *Runner) pull(ctx context.Context, s *shardRun, sh *projection.Shard, lo
 			if rd, err = r.cfg.Source.Open(ctx, s.id, sh.Position()); err != nil {
 				log.Error("cannot open the shard's reader: retrying", "err", err, "after", sh.Position())
 				if !sleepCtx(ctx, r.cfg.RetryMin) {
-					return endLost
+					return endLost, whyCancelled
 				}
 				continue
 			}
 		}
 		b, err := rd.Read(ctx, r.cfg.BatchSize, r.cfg.BatchWait)
 		if errors.Is(err, source.ErrShardEnded) {
-			return endFinished
+			return endFinished, ""
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return endLost
+				return endLost, whyCancelled
 			}
 			log.Warn("reading shard failed: retrying", "err", err)
 			if !sleepCtx(ctx, r.cfg.RetryMin) {
-				return endLost
+				return endLost, whyCancelled
 			}
 			continue
 		}
@@ -119,56 +133,74 @@ func (r *Runner) pull(ctx context.Context, s *shardRun, sh *projection.Shard, lo
 	}
 }
 
-// checkStop reports whether the loop must end before the next batch.
-func (r *Runner) checkStop(ctx context.Context, s *shardRun) (ending, bool) {
+// Reasons of endLost.
+const (
+	// whyCancelled: the shard's context ended, which only onLost (which reported the loss with
+	// the lease manager's reason) and a re-acquisition of the shard do.
+	whyCancelled = "lease lost"
+	// whyExpired: the lease's validity ran out on this worker's clock (Manager.Valid) before
+	// the lease manager noticed.
+	whyExpired = "lease not renewed in time"
+)
+
+// checkStop reports whether the loop must end before the next batch (and for endLost why).
+func (r *Runner) checkStop(ctx context.Context, s *shardRun) (ending, string, bool) {
 	select {
 	case <-ctx.Done():
-		return endLost, true
+		return endLost, whyCancelled, true
 	case <-s.release:
-		return endRelease, true
+		return endRelease, "", true
 	default:
 	}
-	if _, ok := r.mgr.Valid(s.id); !ok {
+	if ep, ok := r.mgr.Valid(s.id); !ok {
+		if ep == 0 { // dropped by the lease manager, whose Lost event says why
+			return endLost, "", true
+		}
 		r.log.Warn("lease not renewed in time: stopping shard without saving", "shard", s.id)
-		return endLost, true
+		return endLost, whyExpired, true
 	}
-	return 0, false
+	return 0, "", false
 }
 
 // waitResumed idles a stopped shard (keeping its lease) until it is resumed.
-func (r *Runner) waitResumed(ctx context.Context, s *shardRun, sh *projection.Shard) (ending, bool) {
+func (r *Runner) waitResumed(ctx context.Context, s *shardRun, sh *projection.Shard) (ending, string, bool) {
 	for {
 		ok, err := sh.CheckResumed(ctx)
 		if err == nil && ok {
-			return 0, false
+			return 0, "", false
 		}
 		if err != nil && ctx.Err() == nil {
 			r.log.Warn("reading a stopped shard's cursor failed", "shard", s.id, "err", err)
 		}
 		select {
 		case <-ctx.Done():
-			return endLost, true
+			return endLost, whyCancelled, true
 		case <-s.release:
-			return endRelease, true
+			return endRelease, "", true
 		case <-time.After(r.cfg.ControlCheck):
 		}
-		if end, stop := r.checkStop(ctx, s); stop {
-			return end, true
+		if end, why, stop := r.checkStop(ctx, s); stop {
+			return end, why, true
 		}
 	}
 }
 
-// ended maps a core error to how the loop ends.
-func (r *Runner) ended(ctx context.Context, err error, log *slog.Logger) ending {
+// ended maps a core error to how the loop ends (and for endLost why; "" when the lease
+// manager's Lost event tells).
+func (r *Runner) ended(ctx context.Context, err error, log *slog.Logger) (ending, string) {
 	switch {
 	case errors.Is(err, projection.ErrInterrupted):
-		return endRelease
+		return endRelease, ""
+	case errors.Is(err, errDropped):
+		log.Info("stopping shard without saving", "err", err)
+		return endLost, ""
 	case ctx.Err() != nil: // the lease was lost (onLost said so) or the worker stops
 		log.Info("stopping shard without saving", "err", err)
+		return endLost, whyCancelled
 	default:
 		log.Warn("stopping shard without saving", "err", err)
 	}
-	return endLost
+	return endLost, err.Error()
 }
 
 func (r *Runner) reportLag(sh *projection.Shard, b source.Batch) {

@@ -11,6 +11,9 @@ import (
 // shards run concurrently, so an implementation shared by shards must be safe for concurrent
 // use. A hook must return quickly: it runs on the shard's processing path.
 type Hooks struct {
+	// Opened: Open claimed a shard at an epoch (OpenInfo.Seq: the cursor processing continues
+	// after).
+	Opened func(OpenInfo)
 	// Batch: the handler processed a batch (successfully). Retried batches count once.
 	Batch func(BatchInfo)
 	// Flush: mutations and the cursor were committed (a cursor save).
@@ -26,8 +29,17 @@ type Hooks struct {
 	Stopped func(ShardInfo, string)
 	// Lag: after every read of a batch, how far the shard's reader is behind the tip.
 	Lag func(LagInfo)
-	// Lease: a container-mode lease event (acquired, lost, released, finished).
+	// Lease: a container-mode lease event (acquired, lost, released, finished). Each
+	// acquisition of a shard by a worker ends in exactly one lost, released or finished event,
+	// unless the process dies first.
 	Lease func(LeaseInfo)
+}
+
+// OpenInfo describes an opened shard.
+type OpenInfo struct {
+	ShardInfo
+	Seq     string // the cursor claimed: the last event committed ("" none)
+	Stopped string // why the shard is stopped ("" when it is not)
 }
 
 // ShardInfo identifies a shard being processed.
@@ -89,8 +101,13 @@ type LeaseInfo struct {
 	ShardInfo
 	Worker string
 	Event  LeaseEvent
-	// Reason is, for LeaseLost, why (a shardmap.LossReason: "taken by another worker" for a
-	// balancing steal or a take after expiry, "not renewed within the lease duration" for a
-	// self-inflicted loss).
+	// How, for LeaseAcquired: "free", "expired" or "steal" (shardmap.HowFree, HowExpired,
+	// HowSteal); From: the lease's previous owner ("" for a free lease).
+	How, From string
+	// Seq, for LeaseReleased and LeaseFinished: the cursor committed before the hand-over.
+	Seq string
+	// Reason, for LeaseLost: why, e.g. "not renewed within the lease duration" or "written by
+	// another worker" (the lease manager's shardmap.Why* reasons), "lease not renewed in time"
+	// (this worker's clock, before a batch or a commit), or a fenced write's error.
 	Reason string
 }

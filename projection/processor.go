@@ -106,6 +106,9 @@ func (p *Processor) Open(ctx context.Context, shardID string, epoch int64, opts 
 	if err := s.supersede(ctx); err != nil {
 		return nil, fmt.Errorf("projection: reading the dead letters of shard %s: %w", shardID, err)
 	}
+	if h := p.cfg.Hooks.Opened; h != nil {
+		h(OpenInfo{ShardInfo: s.info, Seq: cur.Seq, Stopped: cur.Stopped})
+	}
 	return s, nil
 }
 

@@ -13,6 +13,7 @@ import (
 func Chain(hs ...Hooks) Hooks {
 	var out Hooks
 	for _, h := range hs {
+		out.Opened = chain1(out.Opened, h.Opened)
 		out.Batch = chain1(out.Batch, h.Batch)
 		out.Flush = chain1(out.Flush, h.Flush)
 		out.HandlerError = chain1(out.HandlerError, h.HandlerError)
@@ -48,25 +49,27 @@ func chain2[T, U any](a, b func(T, U)) func(T, U) {
 // TraceRecord is one line TraceHooks writes.
 type TraceRecord struct {
 	Time       time.Time `json:"time"`
-	Event      string    `json:"event"` // batch, flush, handler_error, dead_letter, replayed, replay_failed, stopped, lease
+	Event      string    `json:"event"` // open, batch, flush, handler_error, dead_letter, replayed, replay_failed, stopped, lease
 	Projection string    `json:"projection"`
 	Shard      string    `json:"shard"`
 	Epoch      int64     `json:"epoch"`
 	Worker     string    `json:"worker,omitempty"`
-	Seq        string    `json:"seq,omitempty"`       // flush: the cursor saved; dead_letter, replayed: the letter's
+	Seq        string    `json:"seq,omitempty"`       // open: the cursor claimed; flush: the cursor saved; dead_letter, replayed: the letter's; lease released, finished: the cursor committed
 	FirstSeq   string    `json:"first_seq,omitempty"` // batch, handler_error
 	LastSeq    string    `json:"last_seq,omitempty"`
 	Events     int       `json:"events,omitempty"`
 	Mutations  int       `json:"mutations,omitempty"`
 	Replay     string    `json:"replay,omitempty"` // flush of a dead-letter replay: the letter's seq
 	Kind       string    `json:"kind,omitempty"`   // handler_error, dead_letter: the error kind; lease: acquired, lost, released, finished
-	Error      string    `json:"error,omitempty"`
+	How        string    `json:"how,omitempty"`    // lease acquired: free, expired or steal
+	From       string    `json:"from,omitempty"`   // lease acquired: the previous owner
+	Error      string    `json:"error,omitempty"`  // handler_error, dead_letter, replay_failed: the error; stopped: the reason; open: why the shard is stopped; lease lost: why
 	Attempt    int       `json:"attempt,omitempty"`
 	Micros     int64     `json:"us,omitempty"` // batch: handler time
 }
 
-// TraceHooks returns hooks that write every batch, flush, handler error, dead letter, replay,
-// stop and lease event as one JSON object per line (TraceRecord) to w — what `projhost run
+// TraceHooks returns hooks that write every open, batch, flush, handler error, dead letter,
+// replay, stop and lease event as one JSON object per line (TraceRecord) to w — what `projhost run
 // --trace FILE` writes, so that tests and tools outside the process observe the core without
 // parsing log text. Lag is not traced. Writes are serialised; write errors are ignored.
 func TraceHooks(w io.Writer) Hooks {
@@ -82,6 +85,11 @@ func TraceHooks(w io.Writer) Hooks {
 		return TraceRecord{Event: ev, Projection: s.Projection, Shard: s.ShardID, Epoch: s.Epoch}
 	}
 	return Hooks{
+		Opened: func(i OpenInfo) {
+			r := base("open", i.ShardInfo)
+			r.Seq, r.Error = i.Seq, i.Stopped
+			put(r)
+		},
 		Batch: func(i BatchInfo) {
 			r := base("batch", i.ShardInfo)
 			r.FirstSeq, r.LastSeq, r.Events, r.Mutations, r.Micros = i.FirstSeq, i.LastSeq, i.Events, i.Mutations, i.Duration.Microseconds()
@@ -115,7 +123,7 @@ func TraceHooks(w io.Writer) Hooks {
 		},
 		Lease: func(i LeaseInfo) {
 			r := base("lease", i.ShardInfo)
-			r.Worker, r.Kind, r.Error = i.Worker, string(i.Event), i.Reason
+			r.Worker, r.Kind, r.How, r.From, r.Seq, r.Error = i.Worker, string(i.Event), i.How, i.From, i.Seq, i.Reason
 			put(r)
 		},
 	}

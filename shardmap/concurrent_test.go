@@ -79,7 +79,7 @@ func runConcurrent(t *testing.T, steals int, strict, balanced bool) {
 	start := func(id string) *node {
 		n := &node{id: id, stopped: make(chan struct{}), held: map[string]int64{}}
 		ev := shardmap.Events{
-			Acquired: func(shard string, l shardmap.Lease) {
+			Acquired: func(shard string, l shardmap.Lease, _, _ string) {
 				mu.Lock()
 				if prev, dup := acquiredBy[shardEpoch{shard, l.Epoch}]; dup {
 					t.Errorf("%s acquired %s epoch %d, already acquired by %s", id, shard, l.Epoch, prev)
@@ -90,7 +90,7 @@ func runConcurrent(t *testing.T, steals int, strict, balanced bool) {
 				n.held[shard] = l.Epoch
 				n.mu.Unlock()
 			},
-			Lost: func(shard string) {
+			Lost: func(shard, _ string) {
 				n.mu.Lock()
 				delete(n.held, shard)
 				n.mu.Unlock()

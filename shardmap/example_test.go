@@ -18,10 +18,10 @@ func ExampleManager() {
 	m = shardmap.NewManager(store, "flights", "worker-1",
 		shardmap.WithLogger(quiet),
 		shardmap.WithEvents(shardmap.Events{
-			Acquired: func(shard string, l shardmap.Lease) {
+			Acquired: func(shard string, l shardmap.Lease, _, _ string) {
 				fmt.Printf("start %s at epoch %d (claim the cursor with it)\n", shard, l.Epoch)
 			},
-			Lost: func(shard string) { fmt.Println("stop", shard, "now, save nothing") },
+			Lost: func(shard, _ string) { fmt.Println("stop", shard, "now, save nothing") },
 			ReleaseRequested: func(shard string) {
 				// finish the batch, save the cursor, then:
 				_ = m.Release(ctx, shard)

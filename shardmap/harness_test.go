@@ -69,7 +69,9 @@ type worker struct {
 
 	mu       sync.Mutex
 	acquired []shardmap.Lease
+	how      []string // per acquired lease: "how from"
 	lost     []string
+	why      []string // per lost lease
 	relReq   []string
 }
 
@@ -123,14 +125,16 @@ func (c *cluster) add(id string, opts ...shardmap.Option) *worker {
 func (c *cluster) addAt(id string, clockStart time.Duration, opts ...shardmap.Option) *worker {
 	w := &worker{id: id, clk: shardmap.NewManualClock(clockStart), store: &countingStore{LeaseStore: c.backing}}
 	ev := shardmap.Events{
-		Acquired: func(shard string, l shardmap.Lease) {
+		Acquired: func(shard string, l shardmap.Lease, how, from string) {
 			w.mu.Lock()
 			w.acquired = append(w.acquired, l)
+			w.how = append(w.how, how+" "+from)
 			w.mu.Unlock()
 		},
-		Lost: func(shard string) {
+		Lost: func(shard, why string) {
 			w.mu.Lock()
 			w.lost = append(w.lost, shard)
+			w.why = append(w.why, why)
 			w.mu.Unlock()
 		},
 		ReleaseRequested: func(shard string) {

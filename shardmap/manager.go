@@ -33,35 +33,34 @@ var ErrNotOwned = errors.New("shardmap: this worker does not hold the shard's le
 // slow callback delays renewals of every other lease).
 type Events struct {
 	// Acquired: this worker now holds the shard's lease with l.Epoch (a new epoch). The runner
-	// claims the cursor with l.Epoch and starts the shard.
-	Acquired func(shardID string, l Lease)
+	// claims the cursor with l.Epoch and starts the shard. how is HowFree, HowExpired or
+	// HowSteal; from is the lease's previous owner ("" for a free lease).
+	Acquired func(shardID string, l Lease, how, from string)
 	// Lost: the lease is gone (another worker wrote it, or it was not renewed within the lease
-	// duration on this worker's clock). The runner stops at once and saves nothing.
-	Lost func(shardID string)
+	// duration on this worker's clock); why says which (the Why constants). The runner stops at
+	// once and saves nothing.
+	Lost func(shardID, why string)
 	// ReleaseRequested: the balancer wants the shard handed over. The runner finishes its
 	// batch, saves the cursor, then calls Manager.Release. The lease keeps being renewed until
 	// then. When ReleaseRequested is nil the Manager releases the lease itself and reports
 	// Lost instead.
 	ReleaseRequested func(shardID string)
-	// LostBecause, when set, is called with every Lost notification (right after Lost) and
-	// says why: observers tell a balancing steal from a self-inflicted loss with it.
-	LostBecause func(shardID string, reason LossReason)
 }
 
-// LossReason says why a lease was lost.
-type LossReason string
-
-// Why leases are lost.
+// How a lease was acquired (Events.Acquired).
 const (
-	// LostTaken: another worker wrote the lease (a steal by the balancer, or a take after it
-	// saw the lease expire).
-	LostTaken LossReason = "taken by another worker"
-	// LostNotRenewed: this worker did not complete a renewal within the lease duration on its
-	// own clock (a paused, starved or partitioned worker, or a store slower than the lease).
-	LostNotRenewed LossReason = "not renewed within the lease duration"
-	// LostReleased: the Manager released the lease itself (above the target with no
-	// ReleaseRequested callback).
-	LostReleased LossReason = "released by the balancer"
+	HowFree    = "free"    // it had no owner (new, released or handed back)
+	HowExpired = "expired" // its owner had not renewed it for a lease duration on this worker's clock
+	HowSteal   = "steal"   // balancing took a live lease from the most loaded worker
+)
+
+// Why a lease was lost (Events.Lost).
+const (
+	WhyWritten    = "written by another worker"                  // a List showed a newer counter
+	WhyNotRenewed = "not renewed within the lease duration"      // on this worker's clock
+	WhyLateRenew  = "renewal completed after the lease duration" // handed back
+	WhyConflict   = "renewal conflicted"                         // another worker wrote it first
+	WhyReleased   = "released by the manager"                    // above target with no ReleaseRequested event
 )
 
 // Option configures a Manager. Options are applied in order by NewManager.
@@ -261,8 +260,11 @@ func (m *Manager) EnsureShards(ctx context.Context, shards []source.Shard) error
 }
 
 // Run performs a round at once and then every renew interval until ctx is done, and returns
-// ctx.Err(). Each round's store calls share a deadline of one lease duration. Store errors are logged and retried at the next round; they never end Run. Run
-// does not release leases on return: call ReleaseAll after the runners saved their cursors.
+// ctx.Err(). Each round's store calls share a deadline of one lease duration. Store errors are
+// logged and retried at the next round; they never end Run. A round under way when ctx ends is
+// finished, not cancelled: a lease write cancelled in flight may still land, and a lease taken
+// that way would be held by no one until it expired (ReleaseAll would not know it). Run does
+// not release leases on return: call ReleaseAll after the runners saved their cursors.
 func (m *Manager) Run(ctx context.Context) error {
 	t := time.NewTicker(m.cfg.renewInterval)
 	defer t.Stop()
@@ -270,7 +272,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		// A round may take at most one lease duration (after that every lease it renews has
 		// lapsed anyway): a store that hangs (a black-holed connection) must not keep this
 		// worker from taking leases back once the store answers again.
-		rctx, cancel := context.WithTimeout(ctx, m.cfg.leaseDuration)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.leaseDuration)
 		_, err := m.Round(rctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
@@ -354,8 +356,8 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 	}
 	m.mu.Unlock()
 	for _, id := range lost {
-		m.cfg.logger.Info("shardmap: lease lost: written by another worker", "shard", id)
-		m.emitLost(id, LostTaken)
+		m.cfg.logger.Info("shardmap: lease lost: "+WhyWritten, "shard", id)
+		m.emitLost(id, WhyWritten)
 		rep.Lost++
 	}
 
@@ -400,7 +402,11 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 		if mine >= rep.Target {
 			break
 		}
-		if m.take(ctx, l, &rep, "take") {
+		how := HowFree
+		if l.Owner != "" {
+			how = HowExpired
+		}
+		if m.take(ctx, l, &rep, how) {
 			rep.Taken++
 			mine++
 		}
@@ -420,7 +426,7 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 		l := theirs[victim][0]
 		theirs[victim] = theirs[victim][1:]
 		counts[victim]--
-		if m.take(ctx, l, &rep, "steal") {
+		if m.take(ctx, l, &rep, HowSteal) {
 			rep.Stolen++
 			mine++
 		}
@@ -449,7 +455,7 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 					m.cfg.logger.Warn("shardmap: release failed", "shard", id, "err", err)
 				}
 				rep.Writes++
-				m.emitLost(id, LostReleased)
+				m.emitLost(id, WhyReleased)
 			}
 		}
 	}
@@ -503,9 +509,9 @@ func (m *Manager) renew(ctx context.Context, e *ownedLease, rep *RoundReport) {
 	if start-validFrom >= m.cfg.leaseDuration {
 		m.drop(e)
 		e.wmu.Unlock()
-		m.cfg.logger.Info("shardmap: lease lost: not renewed within the lease duration", "shard", l.ShardID,
+		m.cfg.logger.Info("shardmap: lease lost: "+WhyNotRenewed, "shard", l.ShardID,
 			"since_renew", start-validFrom, "lease_duration", m.cfg.leaseDuration)
-		m.emitLost(l.ShardID, LostNotRenewed)
+		m.emitLost(l.ShardID, WhyNotRenewed)
 		rep.Lost++
 		return
 	}
@@ -531,25 +537,23 @@ func (m *Manager) renew(ctx context.Context, e *ownedLease, rep *RoundReport) {
 		}
 		m.handBack(ctx, nl, rep)
 		e.wmu.Unlock()
-		m.cfg.logger.Warn("shardmap: lease lost: renewal completed after the lease duration", "shard", l.ShardID)
-		m.emitLost(l.ShardID, LostNotRenewed)
+		m.cfg.logger.Warn("shardmap: lease lost: "+WhyLateRenew, "shard", l.ShardID)
+		m.emitLost(l.ShardID, WhyLateRenew)
 		rep.Lost++
 	case errors.Is(err, ErrConflict):
 		m.drop(e)
 		e.wmu.Unlock()
-		m.cfg.logger.Info("shardmap: lease lost: renewal conflicted", "shard", l.ShardID)
-		m.emitLost(l.ShardID, LostTaken)
+		m.cfg.logger.Info("shardmap: lease lost: "+WhyConflict, "shard", l.ShardID)
+		m.emitLost(l.ShardID, WhyConflict)
 		rep.Lost++
 	default:
 		e.wmu.Unlock()
-		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			return // the worker is stopping: ReleaseAll follows
-		}
 		m.cfg.logger.Warn("shardmap: lease renewal failed; retrying next round", "shard", l.ShardID, "err", err)
 	}
 }
 
-// take writes l with this worker as owner and the next epoch.
+// take writes l with this worker as owner and the next epoch; how is HowFree, HowExpired or
+// HowSteal.
 func (m *Manager) take(ctx context.Context, l Lease, rep *RoundReport, how string) bool {
 	want := l
 	want.Owner = m.worker
@@ -562,7 +566,7 @@ func (m *Manager) take(ctx context.Context, l Lease, rep *RoundReport, how strin
 		if errors.Is(err, ErrConflict) {
 			lvl = slog.LevelDebug // another worker was faster
 		}
-		m.cfg.logger.Log(ctx, lvl, "shardmap: could not "+how+" lease", "shard", l.ShardID, "from", l.Owner, "err", err)
+		m.cfg.logger.Log(ctx, lvl, "shardmap: could not take lease", "shard", l.ShardID, "how", how, "from", l.Owner, "err", err)
 		return false
 	}
 	m.mu.Lock()
@@ -578,7 +582,7 @@ func (m *Manager) take(ctx context.Context, l Lease, rep *RoundReport, how strin
 	m.seen[nl.ShardID] = seenInfo{counter: nl.Counter, changedAt: m.cfg.clock.Now()}
 	m.cfg.logger.Info("shardmap: lease acquired", "shard", nl.ShardID, "how", how, "from", l.Owner, "epoch", nl.Epoch)
 	if f := m.cfg.events.Acquired; f != nil {
-		f(nl.ShardID, nl)
+		f(nl.ShardID, nl, how, l.Owner)
 	}
 	return true
 }
@@ -708,17 +712,10 @@ func (m *Manager) dropLocked(e *ownedLease) {
 	}
 }
 
-func (m *Manager) emitLost(shardID string, why LossReason) {
-	e := m.cfg.events
-	if e.Lost == nil && e.LostBecause == nil {
-		return
-	}
-	m.emitMu.Lock() // renewals run in parallel; events stay one at a time
-	defer m.emitMu.Unlock()
-	if e.Lost != nil {
-		e.Lost(shardID)
-	}
-	if e.LostBecause != nil {
-		e.LostBecause(shardID, why)
+func (m *Manager) emitLost(shardID, why string) {
+	if f := m.cfg.events.Lost; f != nil {
+		m.emitMu.Lock() // renewals run in parallel; events stay one at a time
+		defer m.emitMu.Unlock()
+		f(shardID, why)
 	}
 }

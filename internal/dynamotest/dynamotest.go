@@ -55,12 +55,15 @@ var (
 
 // Main finds or starts the server, runs the tests, stops a server it started, and exits with
 // the tests' code. It never returns.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main without the exit, for a TestMain with more to clean up: it returns the exit code.
+func Run(m *testing.M) int {
 	stop, err := setup()
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			fmt.Fprintf(os.Stderr, "dynamotest: %v (CI=true: failing instead of skipping)\n", err)
-			os.Exit(1)
+			return 1
 		}
 		skipReason = err.Error()
 	}
@@ -68,7 +71,7 @@ func Main(m *testing.M) {
 	if stop != nil {
 		stop()
 	}
-	os.Exit(code)
+	return code
 }
 
 func setup() (stop func(), err error) {
