@@ -36,7 +36,7 @@ test: deps wasm
 # The DynamoDB suites: the packages whose tests use internal/dynamotest, and the TestDynamo*
 # process tests of cmd/projhost (the rest of that package does not touch DynamoDB).
 DYNAMO_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | \
-	awk '/ github.com\/projhost\/projhost\/internal\/dynamotest( |$$)/ { print $$1 }')
+	awk '/ github.com\/projhost\/projhost\/internal\/dynamotest( |$$)/ && $$1 != "github.com/projhost/projhost/cmd/projhost" { print $$1 }')
 
 test-dynamo: deps wasm
 	@test -n "$(DYNAMO_PKGS)" || { echo "no test package uses internal/dynamotest: go list failed?" >&2; exit 1; }

@@ -114,6 +114,9 @@ func (w *Worker) Kill(t *testing.T) {
 }
 
 func (w *Worker) kill() {
+	if w.cmd == nil || w.cmd.Process == nil {
+		return // never started (Start failed before the process ran)
+	}
 	select {
 	case <-w.done:
 		return
