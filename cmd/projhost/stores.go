@@ -53,6 +53,9 @@ func (f *storeFlags) open(ctx context.Context) (*stores, error) {
 		}
 		return &stores{st}, nil
 	case "dynamodb":
+		if err := dynamo.CheckTables(ctx, f.dynamoConfig()); err != nil {
+			return nil, err
+		}
 		st, err := dynamo.Open(ctx, f.dynamoConfig())
 		if err != nil {
 			return nil, err

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -215,4 +216,41 @@ func DeleteTables(ctx context.Context, client TableAPI, prefix string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ErrNoTables is wrapped by CheckTables' error when a table of the prefix does not exist.
+var ErrNoTables = errors.New("dynamotables: projhost's DynamoDB tables do not exist: create them once with `projhost tables create` (the same --dynamodb-endpoint, --region and --table-prefix)")
+
+// Describer is the part of the DynamoDB client CheckTables uses.
+type Describer interface {
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+}
+
+// CheckTables reports whether the four tables of prefix exist with projhost's key schema (one
+// DescribeTable each). Errors: ErrBadPrefix; ErrNoTables (wrapped, naming the missing tables);
+// a table with another key schema; any other DynamoDB error (wrapped).
+func CheckTables(ctx context.Context, client Describer, prefix string) error {
+	defs, err := Definitions(prefix)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, d := range defs {
+		out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: d.TableName})
+		var nf *types.ResourceNotFoundException
+		switch {
+		case errors.As(err, &nf):
+			missing = append(missing, *d.TableName)
+		case err != nil:
+			return fmt.Errorf("dynamotables: describe table %s: %w", *d.TableName, err)
+		default:
+			if err := sameKeys(out.Table, d); err != nil {
+				return err
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w (missing: %s)", ErrNoTables, strings.Join(missing, ", "))
+	}
+	return nil
 }

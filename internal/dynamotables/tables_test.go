@@ -174,3 +174,16 @@ func TestNewClientLocalDefaults(t *testing.T) {
 		t.Errorf("explicit options not applied: region %q key %q attempts %d", o.Region, creds.AccessKeyID, o.Retryer.MaxAttempts())
 	}
 }
+
+func TestCheckTables(t *testing.T) {
+	c := dynamotest.Client(t)
+	ctx := context.Background()
+	err := dynamotables.CheckTables(ctx, c, "never-created-")
+	if !errors.Is(err, dynamotables.ErrNoTables) || !strings.Contains(err.Error(), "never-created-leases") {
+		t.Fatalf("CheckTables of missing tables = %v, want ErrNoTables naming them", err)
+	}
+	_, prefix := dynamotest.Tables(t)
+	if err := dynamotables.CheckTables(ctx, c, prefix); err != nil {
+		t.Fatalf("CheckTables of created tables = %v", err)
+	}
+}

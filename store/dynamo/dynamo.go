@@ -99,3 +99,19 @@ func CreateTables(ctx context.Context, cfg Config) error {
 	}
 	return dynamotables.CreateTables(ctx, c, cfg.prefix())
 }
+
+// ErrNoTables is wrapped by CheckTables when a table of cfg does not exist (create them with
+// CreateTables or `projhost tables create`).
+var ErrNoTables = dynamotables.ErrNoTables
+
+// CheckTables reports whether the tables of cfg exist with the key schema projhost needs (one
+// DescribeTable each): errors wrap ErrNoTables, naming the missing tables, so a wrong
+// --table-prefix or endpoint is reported as such and not as the first request's
+// ResourceNotFoundException.
+func CheckTables(ctx context.Context, cfg Config) error {
+	c, err := cfg.client(ctx)
+	if err != nil {
+		return err
+	}
+	return dynamotables.CheckTables(ctx, c, cfg.prefix())
+}
