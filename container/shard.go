@@ -106,7 +106,7 @@ func (r *Runner) pull(ctx context.Context, s *shardRun, sh *projection.Shard, lo
 			var err error
 			if rd, err = r.cfg.Source.Open(ctx, s.id, sh.Position()); err != nil {
 				log.Error("cannot open the shard's reader: retrying", "err", err, "after", sh.Position())
-				if !sleepCtx(ctx, r.cfg.RetryMin) {
+				if !r.pause(ctx) {
 					return endLost, whyCancelled
 				}
 				continue
@@ -121,7 +121,7 @@ func (r *Runner) pull(ctx context.Context, s *shardRun, sh *projection.Shard, lo
 				return endLost, whyCancelled
 			}
 			log.Warn("reading shard failed: retrying", "err", err)
-			if !sleepCtx(ctx, r.cfg.RetryMin) {
+			if !r.pause(ctx) {
 				return endLost, whyCancelled
 			}
 			continue
@@ -209,13 +209,12 @@ func (r *Runner) reportLag(sh *projection.Shard, b source.Batch) {
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
+// pause waits RetryMin before a read is tried again; false when ctx ends first.
+func (r *Runner) pause(ctx context.Context) bool {
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C:
+	case <-time.After(r.cfg.RetryMin):
 		return true
 	}
 }

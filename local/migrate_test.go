@@ -34,7 +34,6 @@ func openV1(t *testing.T, dir string) {
 	}
 }
 
-
 // TestMigrateV1 opens a version 1 database: Open upgrades it in place, keeping its rows, and the
 // upgraded database works like a new one (and opens again without migrating).
 func TestMigrateV1(t *testing.T) {

@@ -234,17 +234,7 @@ CREATE TABLE IF NOT EXISTS cursors (
 	updated_ms INTEGER NOT NULL,
 	PRIMARY KEY (projection, shard_id)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS leases (
-	projection TEXT NOT NULL,
-	shard_id   TEXT NOT NULL,
-	owner      TEXT NOT NULL,
-	counter    INTEGER NOT NULL,
-	epoch      INTEGER NOT NULL,
-	parent_ids TEXT NOT NULL,
-	state      TEXT NOT NULL,
-	PRIMARY KEY (projection, shard_id)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS applied (
+` + leaseTableDDL + `CREATE TABLE IF NOT EXISTS applied (
 	projection TEXT NOT NULL,
 	shard_id   TEXT NOT NULL,
 	seq        TEXT NOT NULL,
@@ -279,8 +269,8 @@ CREATE TABLE deadletters (
 	"",
 }
 
-// leaseSchema is the schema of leases.db (its user_version is SchemaVersion too).
-const leaseSchema = `
+// leaseTableDDL creates the lease table: in projhost.db up to version 2, in leases.db since.
+const leaseTableDDL = `
 CREATE TABLE IF NOT EXISTS leases (
 	projection TEXT NOT NULL,
 	shard_id   TEXT NOT NULL,
@@ -292,6 +282,9 @@ CREATE TABLE IF NOT EXISTS leases (
 	PRIMARY KEY (projection, shard_id)
 ) WITHOUT ROWID;
 `
+
+// leaseSchema is the schema of leases.db (its user_version is SchemaVersion too).
+const leaseSchema = leaseTableDDL
 
 // movedLeasesVersion is the version whose migration moves the leases to leases.db.
 const movedLeasesVersion = 3
