@@ -106,7 +106,7 @@ type ModuleConflictError struct {
 func (e *ModuleConflictError) Error() string {
 	return fmt.Sprintf("projection %q is already running on worker %q with module %s (shard %s), not this worker's module %s: "+
 		"one projection name cannot mix two handler versions in one read model; stop every worker of %q and restart them all with the same module, "+
-		"or run the new module under another --name", e.Projection, e.OtherWorker, e.OtherModule, e.ShardID, e.Module, e.Projection)
+		"or run the new module under another projection name", e.Projection, e.OtherWorker, e.OtherModule, e.ShardID, e.Module, e.Projection)
 }
 
 // Unwrap returns ErrModuleConflict.

@@ -97,6 +97,7 @@ save cursors, release leases and exit 0.`,
 				c.Hooks = projection.Chain(c.Hooks, projection.TraceHooks(f))
 			}
 			c.Source, c.Stores, c.Modules = j, st.Stores, projection.Fixed(mod)
+			c.ModuleID = container.ModuleID(wasm)
 			r, err := container.New(c)
 			if err != nil {
 				return err

@@ -1,0 +1,96 @@
+package container_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/projhost/projhost/container"
+	"github.com/projhost/projhost/internal/flightcheck"
+	"github.com/projhost/projhost/internal/testwasm"
+	"github.com/projhost/projhost/projection"
+	"github.com/projhost/projhost/shardmap"
+)
+
+func moduleID(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(testwasm.Path(t, name))
+	require.NoError(t, err)
+	return container.ModuleID(b)
+}
+
+// TestDifferentModuleRefused: a second worker with another module on a running projection
+// refuses to start without taking a lease (Run returns the conflict naming both modules and
+// the live worker); the first keeps its leases and its read model is exactly its handler's.
+func TestDifferentModuleRefused(t *testing.T) {
+	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))
+	e := newEnv(t, 4)
+	e.append(t, fs)
+	idA, idB := moduleID(t, testwasm.FlightDelaysAS), moduleID(t, testwasm.CountAS)
+	require.NotEqual(t, idA, idB)
+	require.Regexp(t, `^sha256:[0-9a-f]{64}$`, idA)
+
+	const lease = 3 * time.Second
+	ra := e.runner(t, func(c *container.Config) {
+		c.WorkerID, c.ModuleID, c.UntilCaughtUp, c.LeaseDuration = "a", idA, false, lease
+	})
+	ctx := ctx2m(t)
+	ctxA, stopA := context.WithCancel(ctx)
+	defer stopA()
+	doneA := make(chan error, 1)
+	go func() { doneA <- ra.Run(ctxA) }()
+	require.Eventually(t, func() bool { return len(ra.Owned()) == 4 }, time.Minute, 10*time.Millisecond)
+
+	var acquiredB atomic.Int64
+	rb := e.runner(t, func(c *container.Config) {
+		c.WorkerID, c.ModuleID, c.LeaseDuration = "b", idB, lease
+		c.Modules = projection.Fixed(load(t, testwasm.CountAS))
+		c.Hooks.Lease = func(i projection.LeaseInfo) {
+			if i.Event == projection.LeaseAcquired {
+				acquiredB.Add(1)
+			}
+		}
+	})
+	start := time.Now()
+	err := rb.Run(ctx)
+	var ce *shardmap.ModuleConflictError
+	require.True(t, errors.As(err, &ce), "Run of the second module: %v", err)
+	require.ErrorIs(t, err, shardmap.ErrModuleConflict)
+	require.Equal(t, shardmap.ModuleConflictError{Projection: "flights", Module: idB, OtherWorker: "a", OtherModule: idA, ShardID: ce.ShardID}, *ce)
+	require.Less(t, time.Since(start), 2*lease, "refused within a lease duration or so")
+	require.Zero(t, acquiredB.Load())
+	require.Zero(t, rb.Stats().Events)
+
+	require.Eventually(t, func() bool { return ra.Stats().Events == int64(len(fs)) }, time.Minute, 10*time.Millisecond)
+	stopA()
+	require.NoError(t, <-doneA)
+	require.Zero(t, ra.Stats().LeasesLost)
+	require.EqualValues(t, 4, ra.Stats().LeasesGained)
+	e.check(t, fs)
+}
+
+// TestModuleSwitchAfterGracefulStop: once every worker of the old module stopped gracefully
+// (leases released), a worker of a new module starts at once.
+func TestModuleSwitchAfterGracefulStop(t *testing.T) {
+	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))
+	e := newEnv(t, 2)
+	e.append(t, fs[:200])
+	ctx := ctx2m(t)
+	ra := e.runner(t, func(c *container.Config) { c.WorkerID, c.ModuleID = "a", moduleID(t, testwasm.FlightDelaysAS) })
+	require.NoError(t, ra.Run(ctx))
+	e.append(t, fs[200:400])
+	rb := e.runner(t, func(c *container.Config) {
+		c.WorkerID, c.ModuleID = "b", moduleID(t, testwasm.FlightDelaysGo)
+		c.Modules = projection.Fixed(load(t, testwasm.FlightDelaysGo))
+	})
+	start := time.Now()
+	require.NoError(t, rb.Run(ctx))
+	require.EqualValues(t, 200, rb.Stats().Events)
+	require.Less(t, time.Since(start), 20*time.Second, "no wait for a lease duration (30s here)")
+	e.check(t, fs[:400])
+}
