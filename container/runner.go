@@ -53,11 +53,11 @@ type shardRun struct {
 	release chan struct{}      // graceful: flush, save, release
 	done    chan struct{}
 	relOnce sync.Once
-	ended   atomic.Bool   // the acquisition's lost, released or finished event was reported
+	ended   atomic.Bool // the acquisition's lost, released or finished event was reported
 	// caughtUp: the last read found nothing new, nothing behind, and everything handled is
 	// committed (the until-caught-up watcher asks the stores only when every shard says so).
 	caughtUp atomic.Bool
-	endedCh chan struct{} // closed then
+	endedCh  chan struct{} // closed then
 
 	mu      sync.Mutex
 	replays []deadletter.Letter // requested replays handed over by the control loop
