@@ -42,8 +42,11 @@ type Config struct {
 	// identity, no check (tests, embedders that guarantee one module themselves).
 	ModuleID string
 
-	BatchSize         int           // max events per read and handler call; default 500
-	BatchWait         time.Duration // max wait for a batch to fill; default 200ms
+	BatchSize int // max events per read and handler call; default 500
+	// BatchWait is the max wait for a batch to fill; default 200ms. A shard found idle (no new
+	// events, everything committed) is then read less often: BatchWait, doubling, up to
+	// IdleReadMax between reads.
+	BatchWait         time.Duration
 	LeaseDuration     time.Duration // default shardmap.DefaultLeaseDuration (6s); at least 1s
 	MaxStealsPerRound int           // default 1; stealing cannot be turned off here
 	// ShardSync is how often the shard list is read again (new shards get leases; ended ones
