@@ -355,12 +355,8 @@ func testModule(t *testing.T, s shardmap.LeaseStore) {
 // testUpdateMany: each lease of a batch is written or refused on its own counter (not
 // all-or-nothing); results come in the order of the input.
 func testUpdateMany(t *testing.T, s shardmap.LeaseStore) {
-	b, ok := s.(shardmap.BatchUpdater)
-	if !ok {
-		t.Skip("the store is not a shardmap.BatchUpdater")
-	}
-	ctx := ctxT(t)
-	proj := projection(t)
+	b := batchUpdater(t, s)
+	ctx, proj := ctxT(t), projection(t)
 	var ls []shardmap.Lease
 	for _, id := range []string{"s0", "s1", "s2", "s3"} {
 		l := shardmap.Lease{Projection: proj, ShardID: id, Counter: 10, State: shardmap.StateActive}
@@ -413,12 +409,8 @@ func testUpdateMany(t *testing.T, s shardmap.LeaseStore) {
 // testRaceUpdateMany: workers renewing overlapping batches with the same counters: each lease
 // is won by exactly one of them.
 func testRaceUpdateMany(t *testing.T, s shardmap.LeaseStore) {
-	b, ok := s.(shardmap.BatchUpdater)
-	if !ok {
-		t.Skip("the store is not a shardmap.BatchUpdater")
-	}
-	ctx := ctxT(t)
-	proj := projection(t)
+	b := batchUpdater(t, s)
+	ctx, proj := ctxT(t), projection(t)
 	const workers, shards = 6, 8
 	var base []shardmap.Lease
 	for i := 0; i < shards; i++ {
@@ -475,4 +467,14 @@ func testRaceUpdateMany(t *testing.T, s shardmap.LeaseStore) {
 			t.Fatalf("lease %+v: winners %v, want exactly one, stored as owner with counter 1", l, w)
 		}
 	}
+}
+
+// batchUpdater returns s as a shardmap.BatchUpdater, or skips the test when it is none.
+func batchUpdater(t *testing.T, s shardmap.LeaseStore) shardmap.BatchUpdater {
+	t.Helper()
+	b, ok := s.(shardmap.BatchUpdater)
+	if !ok {
+		t.Skip("the store is not a shardmap.BatchUpdater")
+	}
+	return b
 }
