@@ -442,6 +442,9 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 		case l.Owner == m.worker:
 			// Held by an earlier incarnation of this worker id, or one we gave up as lost:
 			// it may still be in use, so wait for it to expire like any other.
+		case m.otherModule(l):
+			// A worker of another module (about to refuse, or to be refused): not one to
+			// balance with.
 		default:
 			counts[l.Owner]++
 			theirs[l.Owner] = append(theirs[l.Owner], l)
@@ -564,7 +567,7 @@ func (m *Manager) foreignLeases(leases []Lease, changed map[string]bool, expired
 	n := 0
 	var live *Lease
 	for i, l := range leases {
-		if l.Owner == "" || l.Module == "" || l.Module == m.cfg.module || l.State != StateActive || expired(l) {
+		if !m.otherModule(l) || l.State != StateActive || expired(l) {
 			continue
 		}
 		n++
@@ -573,6 +576,12 @@ func (m *Manager) foreignLeases(leases []Lease, changed map[string]bool, expired
 		}
 	}
 	return n, live
+}
+
+// otherModule reports whether l is owned with a module identity other than ours (never without
+// WithModule, nor for a lease without identity).
+func (m *Manager) otherModule(l Lease) bool {
+	return m.cfg.module != "" && l.Owner != "" && l.Module != "" && l.Module != m.cfg.module
 }
 
 func (m *Manager) conflict(l Lease) error {
@@ -658,9 +667,7 @@ func (m *Manager) confirm(ctx context.Context, pending []taken, rep *RoundReport
 	if len(m.Owned()) == 0 {
 		m.blocked.Store(true)
 		if live == nil { // cannot happen: a lease that became foreign since step 2 was written
-			live = &leases[slices.IndexFunc(leases, func(l Lease) bool {
-				return l.Owner != "" && l.Module != "" && l.Module != m.cfg.module
-			})]
+			live = &leases[slices.IndexFunc(leases, m.otherModule)]
 		}
 		return nil, m.conflict(*live)
 	}

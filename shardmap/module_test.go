@@ -367,3 +367,38 @@ func waitOwners(t *testing.T, s shardmap.LeaseStore, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestModuleNewcomerDoesNotStopRunning: a worker that processes leases and sees a lease of
+// another module appear (a newcomer's take, which the newcomer hands back when it refuses)
+// keeps renewing its own, takes nothing meanwhile, does not balance with it, and takes the
+// lease once it is free again.
+func TestModuleNewcomerDoesNotStopRunning(t *testing.T) {
+	c := newCluster(t, 4)
+	a := c.add("a", shardmap.WithModule(modA))
+	c.round()
+	ctx := context.Background()
+	const s3 = "shardId-000000000003"
+	if err := a.m.Release(ctx, s3); err != nil {
+		t.Fatal(err)
+	}
+	ls, _ := c.backing.List(ctx, proj)
+	l := ls[3]
+	l.Owner, l.Module, l.Epoch = "b", modB, l.Epoch+1
+	l, err := c.backing.Update(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.clk.Advance(renew)
+	rep, err := a.m.Round(ctx)
+	if err != nil || rep.Foreign != 1 || rep.Renewed != 3 || rep.Taken != 0 || rep.Workers != 1 || rep.ReleaseRequested != 0 || a.m.Blocked() {
+		t.Fatalf("a with a newcomer's lease: %+v, %v, blocked %v; want 3 renewed, 1 foreign, nothing taken or released", rep, err, a.m.Blocked())
+	}
+	l.Owner, l.Module = "", ""
+	if _, err := c.backing.Update(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	a.clk.Advance(renew)
+	if rep, err := a.m.Round(ctx); err != nil || rep.Taken != 1 || rep.Foreign != 0 {
+		t.Fatalf("a after the hand-back: %+v, %v; want it taken", rep, err)
+	}
+}
