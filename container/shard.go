@@ -149,7 +149,7 @@ func (r *Runner) pull(ctx context.Context, s *shardRun, sh *projection.Shard, lo
 		} else {
 			idle = 0
 		}
-		s.caughtUp.Store(idle > 0 && b.EventsBehind == 0)
+		s.caughtUp.Store(idle > 0 && b.EventsBehind <= 0) // -1: unknown, the watcher asks the stores
 	}
 }
 
