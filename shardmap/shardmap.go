@@ -78,7 +78,7 @@ type BatchUpdater interface {
 }
 
 // MaxBatch is the most leases the Manager passes to one BatchUpdater.UpdateMany call. It bounds
-// how long one call holds a store's write lock (the embedded store: about 2 ms for 100
+// how long one call holds a store's write lock (the embedded store: about 2.5 ms for 100
 // leases), so that other workers' lease writes are never queued long behind it.
 const MaxBatch = 100
 
