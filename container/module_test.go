@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,9 +36,18 @@ func TestDifferentModuleRefused(t *testing.T) {
 	require.NotEqual(t, idA, idB)
 	require.Regexp(t, `^sha256:[0-9a-f]{64}$`, idA)
 
-	const lease = 3 * time.Second
+	const lease = 6 * time.Second
+	var lostA []string
+	var muA sync.Mutex
 	ra := e.runner(t, func(c *container.Config) {
 		c.WorkerID, c.ModuleID, c.UntilCaughtUp, c.LeaseDuration = "a", idA, false, lease
+		c.Hooks.Lease = func(i projection.LeaseInfo) {
+			if i.Event == projection.LeaseLost {
+				muA.Lock()
+				lostA = append(lostA, i.Reason)
+				muA.Unlock()
+			}
+		}
 	})
 	ctx := ctx2m(t)
 	ctxA, stopA := context.WithCancel(ctx)
@@ -56,26 +66,29 @@ func TestDifferentModuleRefused(t *testing.T) {
 			}
 		}
 	})
-	start := time.Now()
 	err := rb.Run(ctx)
 	var ce *shardmap.ModuleConflictError
 	require.True(t, errors.As(err, &ce), "Run of the second module: %v", err)
 	require.ErrorIs(t, err, shardmap.ErrModuleConflict)
 	require.Equal(t, shardmap.ModuleConflictError{Projection: "flights", Module: idB, OtherWorker: "a", OtherModule: idA, ShardID: ce.ShardID}, *ce)
-	require.Less(t, time.Since(start), 2*lease, "refused within a lease duration or so")
 	require.Zero(t, acquiredB.Load())
 	require.Zero(t, rb.Stats().Events)
 
 	require.Eventually(t, func() bool { return ra.Stats().Events == int64(len(fs)) }, time.Minute, 10*time.Millisecond)
 	stopA()
 	require.NoError(t, <-doneA)
-	require.Zero(t, ra.Stats().LeasesLost)
-	require.EqualValues(t, 4, ra.Stats().LeasesGained)
+	// b wrote no lease: a lost none to another writer (a lapse on a loaded machine is no sign
+	// of b).
+	for _, why := range lostA {
+		require.NotContains(t, why, shardmap.WhyWritten)
+		require.NotContains(t, why, shardmap.WhyConflict)
+	}
 	e.check(t, fs)
 }
 
 // TestModuleSwitchAfterGracefulStop: once every worker of the old module stopped gracefully
-// (leases released), a worker of a new module starts at once.
+// (leases released), a worker of a new module starts at once: it takes the leases as free,
+// not after they expire.
 func TestModuleSwitchAfterGracefulStop(t *testing.T) {
 	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))
 	e := newEnv(t, 2)
@@ -84,13 +97,21 @@ func TestModuleSwitchAfterGracefulStop(t *testing.T) {
 	ra := e.runner(t, func(c *container.Config) { c.WorkerID, c.ModuleID = "a", moduleID(t, testwasm.FlightDelaysAS) })
 	require.NoError(t, ra.Run(ctx))
 	e.append(t, fs[200:400])
+	var how []string
+	var mu sync.Mutex
 	rb := e.runner(t, func(c *container.Config) {
 		c.WorkerID, c.ModuleID = "b", moduleID(t, testwasm.FlightDelaysGo)
 		c.Modules = projection.Fixed(load(t, testwasm.FlightDelaysGo))
+		c.Hooks.Lease = func(i projection.LeaseInfo) {
+			if i.Event == projection.LeaseAcquired {
+				mu.Lock()
+				how = append(how, i.How)
+				mu.Unlock()
+			}
+		}
 	})
-	start := time.Now()
 	require.NoError(t, rb.Run(ctx))
 	require.EqualValues(t, 200, rb.Stats().Events)
-	require.Less(t, time.Since(start), 20*time.Second, "no wait for a lease duration (30s here)")
+	require.Equal(t, []string{shardmap.HowFree, shardmap.HowFree}, how)
 	e.check(t, fs[:400])
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/projection"
+	"github.com/projhost/projhost/shardmap"
 )
 
 // testModuleConflict (issue 8 item 8): a worker projects with flightdelays; a second worker
@@ -21,11 +22,12 @@ func testModuleConflict(t *testing.T, e *Env) {
 	fs := flights(t)[:4000]
 	e.Create(4)
 	e.Append(fs)
-	spec := Spec{Flags: append([]string{"--lease-duration", "2s"}, bulkFlags...)}
+	// The default lease: under load a shorter one may lapse for real.
+	spec := Spec{Flags: bulkFlags}
 	a := e.Start("a", spec)
 	e.WaitOwners("a holds the 4 shards", time.Minute, func(m map[string]int) bool { return m["a"] == 4 })
 
-	b := e.Start("b", Spec{Handler: testwasm.CountAS, Flags: []string{"--lease-duration", "2s", "--until-caught-up"}})
+	b := e.Start("b", Spec{Handler: testwasm.CountAS, Flags: []string{"--until-caught-up"}})
 	start := time.Now()
 	err := b.Wait(t, time.Minute)
 	line := errorLine(b.Stderr())
@@ -43,14 +45,18 @@ func testModuleConflict(t *testing.T, e *Env) {
 		t.Errorf("the refused worker has %d lease events, want none", n)
 	}
 	e.WaitCaughtUp(3 * time.Minute)
-	if lost := Where(a.Records(t), Is("lease", string(projection.LeaseLost))); len(lost) != 0 {
-		t.Errorf("the first worker lost %d leases: %+v", len(lost), lost)
+	// The refused worker wrote no lease: the first one lost none to another writer (a lapse
+	// on a loaded machine is no sign of the second module).
+	for _, r := range Where(a.Records(t), Is("lease", string(projection.LeaseLost))) {
+		if strings.Contains(r.Error, shardmap.WhyWritten) || strings.Contains(r.Error, shardmap.WhyConflict) {
+			t.Errorf("the first worker lost %s because %q", r.Shard, r.Error)
+		}
 	}
 	a.Stop(t)
 	e.CheckReadModel(fs)
 
 	// After a graceful stop the leases are free and carry no module: a new module starts at once.
-	c := e.Start("c", Spec{Handler: testwasm.FlightDelaysGo, Flags: append([]string{"--lease-duration", "2s", "--until-caught-up"}, bulkFlags...)})
+	c := e.Start("c", Spec{Handler: testwasm.FlightDelaysGo, Flags: append([]string{"--until-caught-up"}, bulkFlags...)})
 	if err := c.Wait(t, 5*time.Minute); err != nil {
 		t.Fatalf("new module after the old one stopped: %v\n%s", err, tail(c.Stderr(), 20))
 	}
