@@ -53,8 +53,11 @@ type shardRun struct {
 	release chan struct{}      // graceful: flush, save, release
 	done    chan struct{}
 	relOnce sync.Once
-	ended   atomic.Bool   // the acquisition's lost, released or finished event was reported
-	endedCh chan struct{} // closed then
+	ended   atomic.Bool // the acquisition's lost, released or finished event was reported
+	// caughtUp: the last read found nothing new, nothing behind, and everything handled is
+	// committed (the until-caught-up watcher asks the stores only when every shard says so).
+	caughtUp atomic.Bool
+	endedCh  chan struct{} // closed then
 
 	mu      sync.Mutex
 	replays []deadletter.Letter // requested replays handed over by the control loop
@@ -88,6 +91,7 @@ func New(cfg Config) (*Runner, error) {
 		shardmap.WithLogger(cfg.Logger),
 		shardmap.WithMaxStealsPerRound(cfg.MaxStealsPerRound),
 		shardmap.WithLeaseDuration(cfg.LeaseDuration),
+		shardmap.WithModule(cfg.ModuleID),
 		shardmap.WithEvents(shardmap.Events{
 			Acquired:         r.onAcquired,
 			Lost:             r.onLost,
@@ -159,7 +163,10 @@ func (r *Runner) Owned() []string {
 // commits and releases its lease; Run then returns nil) or, with UntilCaughtUp, until every
 // shard is caught up (nil), a shard is stopped (ErrShardStopped) or a cursor is past its
 // shard's head (ErrCursorBeyondHead). It returns an error at start when the shard list or the
-// lease store is unreachable.
+// lease store is unreachable. With Config.ModuleID set, it returns a
+// *shardmap.ModuleConflictError (wrapping shardmap.ErrModuleConflict) when another worker is
+// live on the projection with a different module: it then has processed nothing (it waits up
+// to one lease duration to tell a live worker's leases from a dead one's).
 func (r *Runner) Run(ctx context.Context) error {
 	if err := r.syncShards(ctx); err != nil {
 		return err
@@ -182,12 +189,16 @@ func (r *Runner) Run(ctx context.Context) error {
 		bg.Add(1)
 		go func() { defer bg.Done(); watchErr = r.watchCaughtUp(mgrCtx, stopMgr) }()
 	}
-	if err := r.mgr.Run(mgrCtx); err != nil && mgrCtx.Err() == nil {
-		r.log.Error("lease manager stopped", "err", err)
+	mgrErr := r.mgr.Run(mgrCtx)
+	if mgrErr != nil && mgrCtx.Err() == nil && !errors.Is(mgrErr, shardmap.ErrModuleConflict) {
+		r.log.Error("lease manager stopped", "err", mgrErr)
 	}
 	stopMgr()
 	bg.Wait()
 	r.shutdown(ctx)
+	if errors.Is(mgrErr, shardmap.ErrModuleConflict) {
+		return mgrErr
+	}
 	return watchErr
 }
 

@@ -33,7 +33,13 @@ func init() {
 		Long: `Run is one worker of projection --name. It takes shard leases (sharing them with every other
 worker of the same projection on the same store), projects each owned shard's events through the
 handler into the read model, and saves cursors in batches. SIGINT/SIGTERM finish the current batch,
-save cursors, release leases and exit 0.`,
+save cursors, release leases and exit 0.
+
+Every worker of one --name must run the same handler: each lease records its owner's module
+(sha256 of the --handler file). A worker whose module differs from a live worker's takes no lease
+and exits 1 (within about one --lease-duration), naming both modules and that worker. To deploy a
+new handler, stop every worker (gracefully: the new one then starts at once; after a crash, once
+the old leases expire) and start them with it, or run it under another --name.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" || handler == "" {
@@ -97,6 +103,7 @@ save cursors, release leases and exit 0.`,
 				c.Hooks = projection.Chain(c.Hooks, projection.TraceHooks(f))
 			}
 			c.Source, c.Stores, c.Modules = j, st.Stores, projection.Fixed(mod)
+			c.ModuleID = container.ModuleID(wasm)
 			r, err := container.New(c)
 			if err != nil {
 				return err
@@ -124,7 +131,7 @@ save cursors, release leases and exit 0.`,
 	f.StringVar(&handler, "handler", "", "handler module (.wasm, projhost ABI v1)")
 	f.BoolVar(&cfg.UntilCaughtUp, "until-caught-up", false, "exit 0 once every shard's cursor reaches the journal's end")
 	f.IntVar(&cfg.BatchSize, "batch-size", container.DefaultBatchSize, "max events per handler call")
-	f.DurationVar(&cfg.BatchWait, "batch-wait", container.DefaultBatchWait, "max wait for a batch to fill")
+	f.DurationVar(&cfg.BatchWait, "batch-wait", container.DefaultBatchWait, "max wait for a batch to fill (an idle shard is then read less often: this, doubling, up to once a second)")
 	f.IntVar(&cfg.CursorEveryEvents, "cursor-every-events", projection.DefaultCursorEveryEvents, "save the cursor after this many events")
 	f.DurationVar(&cfg.CursorEvery, "cursor-every", projection.DefaultCursorEvery, "save the cursor at least this often while events flow")
 	f.StringVar(&onError, "on-error", string(projection.DefaultOnError), "what to do with an event the handler keeps failing on: retry (for ever), dead-letter (store it, go on) or stop (stop the shard until projhost resume)")
