@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -298,22 +299,26 @@ func TestGoGuestPanic(t *testing.T) {
 	goodBatch(t, rt)
 }
 
-// TestCallerCancel: canceling the caller's context interrupts a runaway guest; the error is the
-// context's (infrastructure), not a HandlerError, and the instance is replaced.
+// TestCallerCancel: canceling the caller's context interrupts a runaway guest, trusted or not;
+// the error is the context's (infrastructure), not a HandlerError, and the instance is replaced.
 func TestCallerCancel(t *testing.T) {
 	rt, _ := newTestRuntime(t)
-	m := load(t, rt, "loop", wat(t, "loop"), WithBatchDeadline(time.Minute))
-	h := m.NewHandler("s1")
-	defer h.Close(context.Background())
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	_, err := h.Handle(ctx, evs("s1", 1, "A", `{}`), NewMemReadModel())
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
+	for _, trusted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("trusted=%v", trusted), func(t *testing.T) {
+			m := load(t, rt, "loop", wat(t, "loop"), WithBatchDeadline(time.Minute), WithTrusted(trusted))
+			h := m.NewHandler("s1")
+			defer h.Close(context.Background())
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			_, err := h.Handle(ctx, evs("s1", 1, "A", `{}`), NewMemReadModel())
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err = %v, want context.DeadlineExceeded", err)
+			}
+			var he *HandlerError
+			if errors.As(err, &he) {
+				t.Fatalf("caller cancellation reported as a handler error: %v", err)
+			}
+			goodBatch(t, rt)
+		})
 	}
-	var he *HandlerError
-	if errors.As(err, &he) {
-		t.Fatalf("caller cancellation reported as a handler error: %v", err)
-	}
-	goodBatch(t, rt)
 }

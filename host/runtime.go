@@ -37,14 +37,14 @@ import (
 const DefaultMemoryLimitPages = 16384
 
 // Runtime compiles and runs handler modules. It owns two wazero runtimes sharing one compilation
-// cache: one without WithCloseOnContextDone for trusted modules and for untrusted modules
-// instrumented with the host's own cheap deadline check (instrument.go), and one with it as the
-// fallback for modules the host cannot instrument (it slows guest code 5-8x). A Runtime is safe for concurrent use.
+// cache: one without WithCloseOnContextDone for modules instrumented with the host's own cheap
+// interrupt check (instrument.go), trusted or not, and one with it as the fallback for modules
+// the host cannot instrument (it slows guest code 5-8x). A Runtime is safe for concurrent use.
 type Runtime struct {
-	cfg      runtimeConfig
-	cache    wazero.CompilationCache // nil when disabled
-	deadline wazero.Runtime
-	trusted  wazero.Runtime
+	cfg          runtimeConfig
+	cache        wazero.CompilationCache // nil when disabled
+	fallback     wazero.Runtime
+	instrumented wazero.Runtime
 
 	mu     sync.Mutex
 	closed bool
@@ -111,11 +111,11 @@ func NewRuntime(ctx context.Context, opts ...RuntimeOption) (*Runtime, error) {
 		r.cache = c
 	}
 	var err error
-	if r.deadline, err = r.newWazero(ctx, true); err != nil {
+	if r.fallback, err = r.newWazero(ctx, true); err != nil {
 		r.Close(ctx)
 		return nil, err
 	}
-	if r.trusted, err = r.newWazero(ctx, false); err != nil {
+	if r.instrumented, err = r.newWazero(ctx, false); err != nil {
 		r.Close(ctx)
 		return nil, err
 	}
@@ -154,7 +154,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 	}
 	r.closed = true
 	var errs []error
-	for _, rt := range []wazero.Runtime{r.deadline, r.trusted} {
+	for _, rt := range []wazero.Runtime{r.fallback, r.instrumented} {
 		if rt != nil {
 			errs = append(errs, rt.Close(ctx))
 		}
