@@ -401,7 +401,7 @@ func (h *Handler) memoryHint() string {
 	limit := uint64(h.mod.rt.cfg.memPages)
 	pages := uint64(h.mem.Size()) / 65536
 	if pages*10 >= limit*9 { // within 10% of the cap: memory.grow probably failed
-		return fmt.Sprintf("; guest memory is at %d of at most %d pages (%d MiB): fix the handler's memory use or raise the memory limit", pages, limit, limit>>4)
+		return fmt.Sprintf("; guest memory is at %d of at most %d pages (%s): fix the handler's memory use or raise the memory limit", pages, limit, FormatMemoryLimit(uint32(limit)))
 	}
 	return ""
 }

@@ -168,7 +168,7 @@ func TestHostileRun(t *testing.T) {
 	}{
 		{"infinite loop", "loop", ErrDeadline, []string{"projhost_handle did not return within the 300ms batch deadline"}, true},
 		{"loop in start section", "start_loop", ErrDeadline, []string{"instantiating (start section) did not return within the 300ms"}, true},
-		{"memory bomb", "membomb", ErrTrap, []string{"unreachable", "guest memory is at 241 of at most 256 pages (16 MiB)"}, true},
+		{"memory bomb", "membomb", ErrTrap, []string{"unreachable", "guest memory is at 241 of at most 256 pages (16MiB)"}, true},
 		{"output pointer out of bounds", "oob_output", ErrBadOutput, []string{"output range 2147418112..2147418212 is outside guest memory (65536 bytes)"}, true},
 		{"output straddles the end", "straddle_output", ErrBadOutput, []string{"output range 65530..65630 is outside guest memory"}, true},
 		{"garbage output", "garbage_output", ErrBadOutput, []string{"output ABI version", "nothing was applied"}, true},
