@@ -50,7 +50,7 @@ type Handler struct {
 	events    []wasmabi.Event // reused conversion buffer; aliases the caller's events
 	call      callState
 	instances int
-	intr      interrupter // deadline of instrumented modules
+	intr      interrupter // deadline and context of instrumented modules
 	colls     []string    // collection names read so far (collName)
 	// lm is the current instance's memory when the host allocator backs it (memory.go); pinned
 	// is the memory the current Handle call pinned, unpinned when the call returns.
