@@ -134,6 +134,17 @@ func (h *Handler) Instances() int {
 	return h.instances
 }
 
+// MemorySize returns the size in bytes of the current instance's linear memory (a multiple of
+// 64 KiB; at most the runtime's memory limit), 0 without an instance.
+func (h *Handler) MemorySize() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mem == nil {
+		return 0
+	}
+	return uint64(h.mem.Size())
+}
+
 // Close closes the current instance. Handle returns ErrClosed afterwards.
 func (h *Handler) Close(ctx context.Context) error {
 	h.mu.Lock()

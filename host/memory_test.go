@@ -340,7 +340,7 @@ func TestMemoryBombs(t *testing.T) {
 				if err != nil {
 					t.Fatalf("err = %v, want none", err)
 				}
-				if got := h.mem.Size() / 65536; got != c.pages {
+				if got := h.MemorySize() / 65536; got != uint64(c.pages) {
 					t.Errorf("memory = %d pages, want %d", got, c.pages)
 				}
 				if got := h.lm.committed() / 65536; got != uint64(c.pages) && hostMemory != nil {
@@ -352,7 +352,7 @@ func TestMemoryBombs(t *testing.T) {
 			if !errors.Is(err, c.kind) || !errors.As(err, &he) || he.Poisoned != c.poisoned {
 				t.Fatalf("err = %v, want %v (poisoned %v)", err, c.kind, c.poisoned)
 			}
-			if h.inst != nil || h.lm != nil {
+			if h.inst != nil || h.lm != nil || h.MemorySize() != 0 {
 				t.Errorf("instance kept after %v", err)
 			}
 		})
