@@ -231,12 +231,11 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 	// under it (Runtime.Close): the host still reads and writes it.
 	defer h.unpin()
 	if h.inst != nil && h.lm != nil {
-		if !h.lm.pin() {
-			h.pinned = h.lm
+		h.pinned = h.lm
+		if !h.pinned.pin() {
 			h.discard(ctx)
 			return nil, fmt.Errorf("host: module %q shard %s: the instance was closed: %w (Close the handlers before their module and runtime)", h.mod.name, h.shard, ErrClosed)
 		}
-		h.pinned = h.lm
 	}
 	if h.inst == nil {
 		if err := h.instantiate(ctx, callCtx, first, last); err != nil {

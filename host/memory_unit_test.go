@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 )
@@ -113,7 +114,7 @@ func TestReserveFailureFallsBack(t *testing.T) {
 // when its deadline stops the guest.
 func TestRuntimeCloseDuringCall(t *testing.T) {
 	ctx := context.Background()
-	rt, err := NewRuntime(ctx, WithCacheDir(testCacheDir()), WithMemoryLimitPages(testMemPages))
+	rt, err := NewRuntime(ctx, WithCacheDir(testCacheDir()), WithMemoryLimitPages(testMemPages), WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,4 +136,32 @@ func TestRuntimeCloseDuringCall(t *testing.T) {
 		t.Fatalf("err = %v, want ErrClosed", err)
 	}
 	h.Close(ctx)
+}
+
+// TestRuntimeCloseBetweenCalls: a handler whose instance the runtime closed (and whose memory
+// it unmapped) refuses the next batch with ErrClosed instead of touching the memory.
+func TestRuntimeCloseBetweenCalls(t *testing.T) {
+	ctx := context.Background()
+	rt, err := NewRuntime(ctx, WithCacheDir(testCacheDir()), WithMemoryLimitPages(testMemPages), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := rt.Load(ctx, "good", wat(t, "good"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.NewHandler("s1")
+	defer h.Close(ctx)
+	if _, err := h.Handle(ctx, evs("s1", 1, "A", `{}`), NewMemReadModel()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hostMemory != nil && h.lm.committed() != 0 {
+		t.Error("memory not unmapped by the runtime's close")
+	}
+	if _, err := h.Handle(ctx, evs("s1", 2, "A", `{}`), NewMemReadModel()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("err = %v, want ErrClosed", err)
+	}
 }
