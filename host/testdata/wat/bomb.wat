@@ -1,5 +1,5 @@
 ;; bomb.wat — the hostile handlers of issue 8, chosen by the first byte of the batch's first
-;; event's data. Memory bombs grow the memory by 16 pages (1 MiB) at a time until memory.grow
+;; event's data (of its first field name when the data is a JSON object: {"T":1}). Memory bombs grow the memory by 16 pages (1 MiB) at a time until memory.grow
 ;; fails, then return no mutations (the instance keeps its memory) or trap: "k" keep, "x" trap
 ;; (the pages stay untouched: address space only), "t" keep and "T" trap after writing every new
 ;; page (so that the pages become resident). "L" loops for ever. Any other byte: no mutations at
@@ -24,6 +24,8 @@
     (local.set $q (i32.add (i32.add (local.get $q) (i32.const 2)) (i32.load16_u (local.get $q))))
     (local.set $data (i32.add (local.get $q) (i32.const 12)))
     (local.set $mode (i32.load8_u (local.get $data)))
+    (if (i32.eq (local.get $mode) (i32.const 123)) ;; "{": a JSON event {"M":...} names the mode M
+      (then (local.set $mode (i32.load8_u offset=2 (local.get $data)))))
     (if (i32.eq (local.get $mode) (i32.const 76)) (then (loop $spin (br $spin)))) ;; "L"
     (if (i32.eqz (i32.or (i32.eq (i32.or (local.get $mode) (i32.const 32)) (i32.const 116))
                  (i32.or (i32.eq (local.get $mode) (i32.const 107)) (i32.eq (local.get $mode) (i32.const 120)))))
