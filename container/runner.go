@@ -61,6 +61,7 @@ type shardRun struct {
 
 	mu      sync.Mutex
 	replays []deadletter.Letter // requested replays handed over by the control loop
+	stopWhy string              // why shutdown canceled the loop ("" when it did not)
 }
 
 func (s *shardRun) requestRelease() { s.relOnce.Do(func() { close(s.release) }) }
@@ -160,7 +161,9 @@ func (r *Runner) Owned() []string {
 }
 
 // Run processes shards until ctx is cancelled (graceful: every shard finishes its batch,
-// commits and releases its lease; Run then returns nil) or, with UntilCaughtUp, until every
+// commits and releases its lease; Run then returns nil; a shard still in its batch after
+// LeaseDuration, such as a trusted handler in a runaway loop, is interrupted without saving
+// and its lease released, so Run returns within about LeaseDuration plus the releases) or, with UntilCaughtUp, until every
 // shard is caught up (nil), a shard is stopped (ErrShardStopped) or a cursor is past its
 // shard's head (ErrCursorBeyondHead). It returns an error at start when the shard list or the
 // lease store is unreachable. With Config.ModuleID set, it returns a
@@ -210,7 +213,26 @@ func (r *Runner) shutdown(ctx context.Context) {
 		s.requestRelease()
 	}
 	r.mu.Unlock()
-	r.wg.Wait()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(r.cfg.LeaseDuration):
+		// No lease is renewed any more: past the lease duration a shard's commit would be
+		// refused anyway. Interrupt what still runs (a trusted handler in a long batch or a
+		// loop, a store that does not answer); the next owner replays from the saved cursor.
+		r.mu.Lock()
+		for id, s := range r.shards {
+			why := fmt.Sprintf("worker stopping: the shard did not finish its batch within the lease duration (%v); interrupted without saving", r.cfg.LeaseDuration)
+			r.log.Warn("stopping: interrupting a shard that did not finish its batch in time", "shard", id, "waited", r.cfg.LeaseDuration)
+			s.mu.Lock()
+			s.stopWhy = why
+			s.mu.Unlock()
+			s.cancel()
+		}
+		r.mu.Unlock()
+		<-done
+	}
 	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := r.mgr.ReleaseAll(relCtx); err != nil {

@@ -40,6 +40,11 @@ func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 	log.Info("shard started", "cursor", sh.Committed(), "stopped", sh.Stopped())
 	end, why := r.pull(ctx, s, sh, log)
 	if end == endLost {
+		s.mu.Lock()
+		if s.stopWhy != "" {
+			why = s.stopWhy
+		}
+		s.mu.Unlock()
 		if why == "" {
 			why = r.awaitLost(s)
 		}

@@ -27,6 +27,7 @@ func init() {
 	var onError, trace string
 	var trusted bool
 	var deadline time.Duration
+	var memLimit string
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run a projection's WASM handler over the local journal (one worker; start several to share the shards)",
@@ -47,6 +48,10 @@ the old leases expire) and start them with it, or run it under another --name.`,
 			}
 			if deadline < 0 || deadline > 0 && deadline < time.Millisecond {
 				return fmt.Errorf("--batch-deadline must be at least 1ms")
+			}
+			memPages, err := host.ParseMemoryLimit(memLimit)
+			if err != nil {
+				return fmt.Errorf("--memory-limit: %w", err)
 			}
 			pol, err := projection.ParseOnError(onError)
 			if err != nil {
@@ -75,7 +80,7 @@ the old leases expire) and start them with it, or run it under another --name.`,
 				return err
 			}
 			defer st.Close()
-			rt, err := host.NewRuntime(ctx, host.WithLogger(logger))
+			rt, err := host.NewRuntime(ctx, host.WithLogger(logger), host.WithMemoryLimitPages(memPages))
 			if err != nil {
 				return err
 			}
@@ -138,8 +143,9 @@ the old leases expire) and start them with it, or run it under another --name.`,
 	f.IntVar(&cfg.Policy.MaxAttempts, "max-attempts", projection.DefaultMaxAttempts, "handler calls of a failing batch before --on-error dead-letter or stop acts")
 	f.DurationVar(&cfg.LeaseDuration, "lease-duration", shardmap.DefaultLeaseDuration, "lease duration: a worker silent this long loses its shards (renewed every third of it)")
 	f.StringVar(&workerID, "worker-id", "", "unique worker id (default HOSTNAME-PID)")
-	f.BoolVar(&trusted, "trusted", false, "trust the handler: no per-batch deadline (faster; a runaway loop then hangs the shard)")
+	f.BoolVar(&trusted, "trusted", false, "trust the handler: no per-batch deadline (a batch may run as long as it takes; a runaway loop then holds its shard, but the other shards, lease renewals and SIGINT/SIGTERM keep working)")
 	f.DurationVar(&deadline, "batch-deadline", 0, "per-batch deadline of the handler (default 5s; ignored with --trusted)")
+	f.StringVar(&memLimit, "memory-limit", host.DefaultMemoryLimit, "cap on each handler instance's memory, in binary units, a multiple of 64KiB (e.g. 64MiB, 1GiB; at most 4GiB); one instance per owned shard, so a worker may hold shards x this")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&trace, "trace", "", "append every shard open, batch, cursor save, handler error, dead letter, replay, stop and lease event to this file as JSON lines (projection.TraceRecord; for tools and tests)")
 	rootCmd.AddCommand(cmd)
