@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -214,7 +213,11 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 	}
 	muts, err := decodeMutations(out)
 	if err != nil {
-		return nil, h.poison(ctx, ErrBadOutput, first, last, err.Error()+"; nothing was applied (guests should write output with a projhost SDK)")
+		hint := "guests should write output with a projhost SDK"
+		if _, ok := err.(*outputLimitError); ok {
+			hint = "hand the handler smaller batches (run --batch-size) or have it write fewer or smaller documents per event"
+		}
+		return nil, h.poison(ctx, ErrBadOutput, first, last, err.Error()+"; nothing was applied ("+hint+")")
 	}
 	return muts, nil
 }
@@ -358,12 +361,29 @@ func trapSummary(s string) string {
 	return msg
 }
 
+// outputLimitError is an output past wasmabi.MaxOutputMutations or MaxOutputBytes; it wraps
+// wasmabi.ErrMalformed.
+type outputLimitError struct{ msg string }
+
+func (e *outputLimitError) Error() string { return wasmabi.ErrMalformed.Error() + ": " + e.msg }
+func (e *outputLimitError) Unwrap() error { return wasmabi.ErrMalformed }
+
 // decodeMutations validates a guest output (ABI.md §4) and copies it out: every string and
 // document of the result points into one new buffer, so the result stays valid after the guest
 // runs again. Errors wrap wasmabi.ErrMalformed.
 func decodeMutations(out []byte) ([]event.Mutation, error) {
 	if len(out) == 0 {
 		return nil, nil
+	}
+	if len(out) > wasmabi.MaxOutputBytes {
+		return nil, &outputLimitError{fmt.Sprintf("output of %d bytes exceeds the limit of %d bytes per handler call (wasmabi.MaxOutputBytes)",
+			len(out), wasmabi.MaxOutputBytes)}
+	}
+	if len(out) >= 8 && binary.LittleEndian.Uint32(out) == wasmabi.Version {
+		if n := binary.LittleEndian.Uint32(out[4:]); n > wasmabi.MaxOutputMutations {
+			return nil, &outputLimitError{fmt.Sprintf("output of %d mutations exceeds the limit of %d per handler call (wasmabi.MaxOutputMutations)",
+				n, wasmabi.MaxOutputMutations)}
+		}
 	}
 	arena := bytes.Clone(out)
 	n := 0
@@ -372,7 +392,7 @@ func decodeMutations(out []byte) ([]event.Mutation, error) {
 		n = min(int(binary.LittleEndian.Uint32(arena[4:])), len(arena)/11)
 	}
 	muts := make([]event.Mutation, 0, n)
-	err := wasmabi.DecodeOutput(arena, validJSONObject, func(m wasmabi.Mutation) error {
+	err := wasmabi.DecodeOutput(arena, event.CheckDoc, func(m wasmabi.Mutation) error {
 		rm := event.Mutation{
 			Collection: unsafe.String(unsafe.SliceData(m.Collection), len(m.Collection)),
 			Key:        unsafe.String(unsafe.SliceData(m.Key), len(m.Key)),
@@ -390,17 +410,4 @@ func decodeMutations(out []byte) ([]event.Mutation, error) {
 		return nil, nil
 	}
 	return muts, nil
-}
-
-var errNotObject = errors.New("document is not a JSON object")
-
-func validJSONObject(doc []byte) error {
-	i := 0
-	for i < len(doc) && (doc[i] == ' ' || doc[i] == '\t' || doc[i] == '\n' || doc[i] == '\r') {
-		i++
-	}
-	if i == len(doc) || doc[i] != '{' || !json.Valid(doc) {
-		return errNotObject
-	}
-	return nil
 }

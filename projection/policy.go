@@ -61,6 +61,12 @@ func (s *Shard) handleRange(ctx context.Context, events []event.Event) error {
 			return err
 		}
 		events = events[consumed:]
+		if len(events) > 0 && s.pend.full() && s.replayTo == "" {
+			// Bound one commit by the output limits (pending.full), also within one Handle.
+			if err := s.Flush(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

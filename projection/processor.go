@@ -192,7 +192,7 @@ func (s *Shard) skipHandled(events []event.Event) []event.Event {
 
 func (s *Shard) flushDue() bool {
 	c := &s.p.cfg
-	return s.pend.count >= c.CursorEveryEvents || (!s.pend.empty() && time.Since(s.lastFlush) >= c.CursorEvery)
+	return s.pend.count >= c.CursorEveryEvents || s.pend.full() || (!s.pend.empty() && time.Since(s.lastFlush) >= c.CursorEvery)
 }
 
 // swapModule switches to the provider's current module at a batch boundary: what the old
