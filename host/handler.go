@@ -37,6 +37,9 @@ type Handler struct {
 	logger *slog.Logger
 	stdout *lineWriter
 	stderr *lineWriter
+	// logLimit rate-limits the guest's log lines (GuestLogRate); shared by stdout, stderr and
+	// projhost.log, kept across instances.
+	logLimit *logLimiter
 
 	mu        sync.Mutex
 	closed    bool
@@ -69,14 +72,25 @@ type callState struct {
 // the shard is released.
 func (m *Module) NewHandler(shardID string) *Handler {
 	lg := m.logger.With("shard", shardID)
+	lim := newLogLimiter(lg)
 	return &Handler{
-		mod:    m,
-		shard:  shardID,
-		logger: lg,
-		stdout: &lineWriter{logger: lg, level: slog.LevelInfo, stream: "stdout"},
-		stderr: &lineWriter{logger: lg, level: slog.LevelWarn, stream: "stderr"},
-		stack:  make([]uint64, 2),
+		mod:      m,
+		shard:    shardID,
+		logger:   lg,
+		stdout:   &lineWriter{logger: lg, limit: lim, level: slog.LevelInfo, stream: "stdout"},
+		stderr:   &lineWriter{logger: lg, limit: lim, level: slog.LevelWarn, stream: "stderr"},
+		logLimit: lim,
+		stack:    make([]uint64, 2),
 	}
+}
+
+// LogDropped returns how many guest log lines the handler has dropped so far (projhost.log
+// messages and WASI stdout/stderr lines past the rate limit, GuestLogRate), across instances.
+// Safe for concurrent use; it waits for a running Handle.
+func (h *Handler) LogDropped() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.logLimit.dropped
 }
 
 // Instances returns how many guest instances the handler has created so far (1 + the number of
@@ -92,7 +106,9 @@ func (h *Handler) Close(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
-	return h.discard(ctx)
+	err := h.discard(ctx)
+	h.logLimit.report(true)
+	return err
 }
 
 func (h *Handler) discard(ctx context.Context) error {
@@ -196,6 +212,7 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 	err = h.handle.CallWithStack(callCtx, h.stack)
 	failed, failMsg := h.call.failed, h.call.failMsg
 	h.call = callState{}
+	h.logLimit.report(false)
 	if err != nil {
 		return nil, h.callFailed(ctx, err, wasmabi.ExportHandle, first, last)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/wasmabi"
 )
 
@@ -14,7 +15,7 @@ import (
 // bad output naming the limit, and the instance is replaced.
 func TestOutputLimits(t *testing.T) {
 	rt, _ := newTestRuntime(t, WithMemoryLimitPages(1024))
-	h := load(t, rt, "fanout", wat(t, "fanout")).NewHandler("s1")
+	h := load(t, rt, "fanout", fixture(t, testwasm.Fanout)).NewHandler("s1")
 	defer h.Close(context.Background())
 	ctx := context.Background()
 	per := wasmabi.MaxOutputMutations / 100 // fanout writes 100 puts per byte of event data
@@ -61,7 +62,7 @@ func TestOutputByteLimit(t *testing.T) {
 // at the limits pass.
 func TestDocumentRule(t *testing.T) {
 	rt, _ := newTestRuntime(t)
-	h := load(t, rt, "echo", wat(t, "echo")).NewHandler("s1")
+	h := load(t, rt, "echo", fixture(t, testwasm.Echo)).NewHandler("s1")
 	defer h.Close(context.Background())
 	tests := []struct {
 		name, doc, want string // want "": accepted

@@ -154,6 +154,7 @@ func (s *Shard) try(ctx context.Context, events []event.Event) ([]event.Mutation
 	backoff := s.p.cfg.RetryMin
 	for {
 		muts, err := s.handler.Handle(ctx, events, ov)
+		s.reportLogDropped()
 		if err == nil {
 			if fault := s.checkMutations(events, muts); fault != nil {
 				return nil, fault, nil
@@ -171,6 +172,20 @@ func (s *Shard) try(ctx context.Context, events []event.Event) ([]event.Mutation
 			return nil, nil, err
 		}
 		backoff = min(backoff*2, s.p.cfg.RetryMax)
+	}
+}
+
+// reportLogDropped calls the LogDropped hook when the handler dropped guest log lines since
+// the last call.
+func (s *Shard) reportLogDropped() {
+	n := s.handler.LogDropped()
+	if n <= s.logDropped {
+		return
+	}
+	d := n - s.logDropped
+	s.logDropped = n
+	if h := s.p.cfg.Hooks.LogDropped; h != nil {
+		h(LogDroppedInfo{ShardInfo: s.info, Lines: d, Total: n})
 	}
 }
 

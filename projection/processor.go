@@ -76,6 +76,8 @@ type Shard struct {
 	stopped   string
 	lastFlush time.Time
 	closed    bool
+	// logDropped: the handler's LogDropped count as last reported to Hooks.LogDropped.
+	logDropped uint64
 }
 
 // Open claims shardID at epoch, the fencing token of the caller's ownership (a lease epoch;
@@ -209,7 +211,7 @@ func (s *Shard) swapModule(ctx context.Context) error {
 		_ = s.handler.Close(context.WithoutCancel(ctx))
 		s.log.Info("handler module changed", "module", m.Name())
 	}
-	s.mod, s.handler = m, m.NewHandler(s.info.ShardID)
+	s.mod, s.handler, s.logDropped = m, m.NewHandler(s.info.ShardID), 0
 	return nil
 }
 
