@@ -74,10 +74,22 @@ func (p *pending) reset() {
 }
 
 // full reports whether the pending mutations reach the limits of one handler output
-// (wasmabi.MaxOutputMutations, MaxOutputBytes): they are committed then, so that one commit
-// holds at most about twice what one output may hold.
+// (wasmabi.MaxOutputMutations, MaxOutputBytes): a flush is due.
 func (p *pending) full() bool {
 	return len(p.muts) >= wasmabi.MaxOutputMutations || p.bytes >= wasmabi.MaxOutputBytes
+}
+
+// overflows reports whether adding ms to a non-empty pending set could take it past the
+// limits of one handler output (counting every mutation of ms as a new key).
+func (p *pending) overflows(ms []event.Mutation) bool {
+	if len(p.muts) == 0 {
+		return false
+	}
+	b := p.bytes
+	for _, m := range ms {
+		b += len(m.Doc)
+	}
+	return len(p.muts)+len(ms) > wasmabi.MaxOutputMutations || b > wasmabi.MaxOutputBytes
 }
 
 // coalesce returns ms with the last write per key, in first-write order.

@@ -37,8 +37,18 @@ func TestPendingFull(t *testing.T) {
 	if !p.full() || len(p.muts) != 1 {
 		t.Fatalf("not full after %d bytes (%d mutations)", p.bytes, len(p.muts))
 	}
+	if !p.overflows([]event.Mutation{{Collection: "c", Key: "k", Doc: []byte(`{}`)}}) {
+		t.Fatal("a full pending set does not overflow with one more mutation")
+	}
 	p.reset()
 	if p.full() || p.bytes != 0 {
 		t.Fatal("full after reset")
+	}
+	if p.overflows(make([]event.Mutation, wasmabi.MaxOutputMutations+1)) {
+		t.Fatal("an empty pending set overflows (one output is committed alone, however big)")
+	}
+	p.add(ms[:1])
+	if p.overflows(ms) || !p.overflows(append(ms, ms[:2]...)) {
+		t.Fatalf("overflows wrong at %d pending + %d / %d new", len(p.muts), len(ms), len(ms)+2)
 	}
 }

@@ -61,12 +61,6 @@ func (s *Shard) handleRange(ctx context.Context, events []event.Event) error {
 			return err
 		}
 		events = events[consumed:]
-		if len(events) > 0 && s.pend.full() && s.replayTo == "" {
-			// Bound one commit by the output limits (pending.full), also within one Handle.
-			if err := s.Flush(ctx); err != nil {
-				return err
-			}
-		}
 	}
 	return nil
 }
@@ -93,8 +87,7 @@ func (s *Shard) handlePolicy(ctx context.Context, events []event.Event) (int, er
 			return 0, err
 		}
 		if fault == nil {
-			s.accept(events, muts, time.Since(start))
-			return len(events), nil
+			return len(events), s.accept(ctx, events, muts, time.Since(start))
 		}
 		f.note(fault)
 		s.reportFailure(events, f, "handler failed: retrying the batch", backoff)
@@ -206,8 +199,16 @@ func (s *Shard) checkMutations(events []event.Event, muts []event.Mutation) erro
 	return nil
 }
 
-// accept makes a handled batch's mutations pending.
-func (s *Shard) accept(events []event.Event, muts []event.Mutation, d time.Duration) {
+// accept makes a handled batch's mutations pending. When they would take the pending
+// mutations past the limits of one handler output (pending.overflows), what is pending is
+// committed first, so that one commit holds at most that much (about a second of work on the
+// embedded store) however the batches come. Errors: Flush's.
+func (s *Shard) accept(ctx context.Context, events []event.Event, muts []event.Mutation, d time.Duration) error {
+	if s.pend.overflows(muts) {
+		if err := s.Flush(ctx); err != nil {
+			return err
+		}
+	}
 	s.pend.add(muts)
 	s.pend.seq = events[len(events)-1].Seq
 	s.pend.count += len(events)
@@ -215,6 +216,7 @@ func (s *Shard) accept(events []event.Event, muts []event.Mutation, d time.Durat
 		h(BatchInfo{ShardInfo: s.info, Events: len(events), Mutations: len(muts),
 			FirstSeq: events[0].Seq, LastSeq: s.pend.seq, Duration: d})
 	}
+	return nil
 }
 
 // isolate finds the first failing event of events (which failed as a whole) by bisection,
@@ -233,7 +235,9 @@ func (s *Shard) isolate(ctx context.Context, events []event.Event, f failure) (i
 		}
 		if fault == nil {
 			// The handler is deterministic: the failure is in the other half.
-			s.accept(half, muts, time.Since(start))
+			if err := s.accept(ctx, half, muts, time.Since(start)); err != nil {
+				return consumed, err
+			}
 			consumed += len(half)
 			rest = rest[len(half):]
 			continue
@@ -250,8 +254,7 @@ func (s *Shard) isolate(ctx context.Context, events []event.Event, f failure) (i
 			return consumed, err
 		}
 		if fault == nil { // not deterministic after all: keep it, go on with the rest
-			s.accept(rest, muts, time.Since(start))
-			return consumed + 1, nil
+			return consumed + 1, s.accept(ctx, rest, muts, time.Since(start))
 		}
 		f.note(fault)
 		s.reportFailure(rest, f, "handler failed on one event", 0)

@@ -1,0 +1,68 @@
+package projection_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/projhost/projhost/event"
+	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/internal/storetest"
+	"github.com/projhost/projhost/internal/testwasm"
+	"github.com/projhost/projhost/projection"
+	"github.com/projhost/projhost/wasmabi"
+)
+
+// No commit holds more than one handler output's limit of mutations (wasmabi.MaxOutputMutations),
+// however many outputs are pending: big outputs are committed one at a time (the flush hook
+// tells), and an output past the limit is bad output, isolated by bisection.
+func TestCommitsBoundedByOutputLimits(t *testing.T) {
+	ctx := context.Background()
+	rt, err := host.NewRuntime(ctx, host.WithLogger(quiet))
+	require.NoError(t, err)
+	t.Cleanup(func() { rt.Close(ctx) })
+	wasm, err := os.ReadFile(testwasm.Path(t, testwasm.Fanout))
+	require.NoError(t, err)
+	mod, err := rt.Load(ctx, "fanout", wasm)
+	require.NoError(t, err)
+	var rec recorder
+	st := storetest.Backends()[0].Open(t)
+	p := newProc(t, st, projection.Fixed(mod), func(c *projection.Config) {
+		c.Hooks = rec.hooks()
+		c.Policy = projection.Policy{OnError: projection.DeadLetter, MaxAttempts: 1}
+		c.MaxBatchBytes = 450 // two 200-byte events per handler call: 40,000 puts
+	})
+	sh, err := p.Open(ctx, shard, 1, projection.ShardOptions{})
+	require.NoError(t, err)
+	var evs []event.Event
+	for i := range 6 { // fanout: 20,000 puts per 200-byte event
+		n := 200
+		if i == 3 {
+			n = wasmabi.MaxOutputMutations/100 + 1 // alone past the limit
+		}
+		evs = append(evs, event.Event{ShardID: shard, Seq: fmt.Sprint(i + 1), PartitionKey: "k", Data: []byte(strings.Repeat("x", n))})
+	}
+	require.NoError(t, sh.Handle(ctx, evs))
+	require.NoError(t, sh.Flush(ctx))
+	sh.Close(ctx)
+
+	total := 0
+	for _, f := range rec.flushes {
+		require.LessOrEqual(t, f.Mutations, wasmabi.MaxOutputMutations, "one commit")
+		total += f.Mutations
+	}
+	require.Equal(t, 5*20_000, total, "every event but the one past the limit")
+	var sizes []int
+	for _, f := range rec.flushes {
+		sizes = append(sizes, f.Mutations)
+	}
+	require.Equal(t, []int{40_000, 20_000, 40_000}, sizes, "events 1-2, then 3 (committed before the one past the limit is dead-lettered), then 5-6")
+	require.Len(t, rec.dead, 1)
+	require.Equal(t, "4", rec.dead[0].Seq)
+	require.Equal(t, projection.KindBadOutput, rec.dead[0].ErrorKind)
+	require.Contains(t, rec.dead[0].Error, "output of 50100 mutations exceeds the limit of 50000 per handler call")
+}
