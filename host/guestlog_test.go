@@ -15,7 +15,8 @@ import (
 // dropped" warnings, at most one per GuestLogReportEvery and one at Close.
 func TestGuestLogRateLimit(t *testing.T) {
 	rt, rec := newTestRuntime(t)
-	h := load(t, rt, "logflood", fixture(t, testwasm.LogFlood)).NewHandler("s1")
+	// A long deadline: 400,000 host calls take seconds under the race detector.
+	h := load(t, rt, "logflood", fixture(t, testwasm.LogFlood), WithBatchDeadline(time.Minute)).NewHandler("s1")
 	const calls = 200_000 // logflood: 100 log calls and 100 stdout lines per byte of event data
 	start := time.Now()
 	if _, err := h.Handle(context.Background(), evs("s1", 1, "k", strings.Repeat("x", calls/100)), NewMemReadModel()); err != nil {

@@ -34,16 +34,12 @@ func TestCommitsBoundedByOutputLimits(t *testing.T) {
 	p := newProc(t, st, projection.Fixed(mod), func(c *projection.Config) {
 		c.Hooks = rec.hooks()
 		c.Policy = projection.Policy{OnError: projection.DeadLetter, MaxAttempts: 1}
-		c.MaxBatchBytes = 450 // two 200-byte events per handler call: 40,000 puts
+		c.MaxBatchBytes = 1 // one event per handler call
 	})
 	sh, err := p.Open(ctx, shard, 1, projection.ShardOptions{})
 	require.NoError(t, err)
 	var evs []event.Event
-	for i := range 6 { // fanout: 20,000 puts per 200-byte event
-		n := 200
-		if i == 3 {
-			n = wasmabi.MaxOutputMutations/100 + 1 // alone past the limit
-		}
+	for i, n := range []int{260, 260, wasmabi.MaxOutputMutations/100 + 1} { // fanout: 100 puts per byte
 		evs = append(evs, event.Event{ShardID: shard, Seq: fmt.Sprint(i + 1), PartitionKey: "k", Data: []byte(strings.Repeat("x", n))})
 	}
 	require.NoError(t, sh.Handle(ctx, evs))
@@ -55,14 +51,14 @@ func TestCommitsBoundedByOutputLimits(t *testing.T) {
 		require.LessOrEqual(t, f.Mutations, wasmabi.MaxOutputMutations, "one commit")
 		total += f.Mutations
 	}
-	require.Equal(t, 5*20_000, total, "every event but the one past the limit")
+	require.Equal(t, 2*26_000, total, "every event but the one past the limit")
 	var sizes []int
 	for _, f := range rec.flushes {
 		sizes = append(sizes, f.Mutations)
 	}
-	require.Equal(t, []int{40_000, 20_000, 40_000}, sizes, "events 1-2, then 3 (committed before the one past the limit is dead-lettered), then 5-6")
+	require.Equal(t, []int{26_000, 26_000}, sizes, "event 1 alone (with event 2 it would pass the limit), then event 2 (committed before event 3 fails)")
 	require.Len(t, rec.dead, 1)
-	require.Equal(t, "4", rec.dead[0].Seq)
+	require.Equal(t, "3", rec.dead[0].Seq)
 	require.Equal(t, projection.KindBadOutput, rec.dead[0].ErrorKind)
 	require.Contains(t, rec.dead[0].Error, "output of 50100 mutations exceeds the limit of 50000 per handler call")
 }

@@ -17,6 +17,9 @@ type pending struct {
 	seq   string // last handled sequence number (pending or committed)
 	count int    // events since the last commit
 	bytes int    // document bytes added since the last commit (replaced ones included)
+	// events handled since the last commit (dead-lettered ones excepted), kept to be handled
+	// again when the store refuses the commit (Shard.refuse). Their Data is the caller's.
+	events []event.Event
 
 	// known caches documents of this shard as committed (nil: absent), filled only in
 	// Transactional mode, where a commit applies all of its mutations or none. Documents are
@@ -71,6 +74,8 @@ func (p *pending) reset() {
 	clear(p.docs)
 	p.muts = p.muts[:0]
 	p.count, p.bytes = 0, 0
+	clear(p.events) // do not keep the events' data alive
+	p.events = p.events[:0]
 }
 
 // full reports whether the pending mutations reach the limits of one handler output

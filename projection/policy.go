@@ -96,7 +96,7 @@ func (s *Shard) handlePolicy(ctx context.Context, events []event.Event) (int, er
 		}
 		if f.attempts == 1 {
 			// Commit what was handled before the failing batch: it must not wait for the retries.
-			if err := s.Flush(ctx); err != nil {
+			if err := s.flush(ctx); err != nil {
 				return 0, err
 			}
 		}
@@ -184,13 +184,20 @@ func (s *Shard) reportLogDropped() {
 
 // checkMutations reports, as the handler's bad output, a mutation the read model cannot store
 // (store.Stores.CheckMutation): committing it would fail for ever.
+// A document the store refused before (Shard.refuse) is reported the same way.
 func (s *Shard) checkMutations(events []event.Event, muts []event.Mutation) error {
 	check := s.p.cfg.Stores.CheckMutation
-	if check == nil {
+	if check == nil && len(s.refused) == 0 {
 		return nil
 	}
 	for _, m := range muts {
-		if err := check(s.info.Projection, m); err != nil {
+		var err error
+		if r := s.refusal(docKey{m.Collection, m.Key}, m.Doc); r != nil {
+			err = errors.New(r.err)
+		} else if check != nil {
+			err = check(s.info.Projection, m)
+		}
+		if err != nil {
 			return &host.HandlerError{Module: s.mod.Name(), Shard: s.info.ShardID, FirstSeq: events[0].Seq,
 				LastSeq: events[len(events)-1].Seq, Kind: host.ErrBadOutput,
 				Message: fmt.Sprintf("mutation %s/%s cannot be stored in the read model: %v", m.Collection, m.Key, err)}
@@ -205,11 +212,12 @@ func (s *Shard) checkMutations(events []event.Event, muts []event.Mutation) erro
 // embedded store) however the batches come. Errors: Flush's.
 func (s *Shard) accept(ctx context.Context, events []event.Event, muts []event.Mutation, d time.Duration) error {
 	if s.pend.overflows(muts) {
-		if err := s.Flush(ctx); err != nil {
+		if err := s.flush(ctx); err != nil {
 			return err
 		}
 	}
 	s.pend.add(muts)
+	s.pend.events = append(s.pend.events, events...)
 	s.pend.seq = events[len(events)-1].Seq
 	s.pend.count += len(events)
 	if h := s.p.cfg.Hooks.Batch; h != nil {
@@ -288,7 +296,7 @@ func (s *Shard) deadLetter(ctx context.Context, ev event.Event, f failure) error
 
 // stop commits what was handled before ev and stops the shard at ev.
 func (s *Shard) stop(ctx context.Context, ev event.Event, f failure) error {
-	if err := s.Flush(ctx); err != nil {
+	if err := s.flush(ctx); err != nil {
 		return err
 	}
 	reason := fmt.Sprintf("handler %s at seq %s (partition key %q) after %d attempts: %v", f.kind, ev.Seq, ev.PartitionKey, f.attempts, f.err)
