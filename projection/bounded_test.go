@@ -3,14 +3,12 @@ package projection_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/projhost/projhost/event"
-	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/internal/storetest"
 	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/projection"
@@ -22,13 +20,7 @@ import (
 // tells), and an output past the limit is bad output, isolated by bisection.
 func TestCommitsBoundedByOutputLimits(t *testing.T) {
 	ctx := context.Background()
-	rt, err := host.NewRuntime(ctx, host.WithLogger(quiet))
-	require.NoError(t, err)
-	t.Cleanup(func() { rt.Close(ctx) })
-	wasm, err := os.ReadFile(testwasm.Path(t, testwasm.Fanout))
-	require.NoError(t, err)
-	mod, err := rt.Load(ctx, "fanout", wasm)
-	require.NoError(t, err)
+	mod := load(t, testwasm.Fanout)
 	var rec recorder
 	st := storetest.Backends()[0].Open(t)
 	p := newProc(t, st, projection.Fixed(mod), func(c *projection.Config) {

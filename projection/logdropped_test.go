@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -25,13 +24,7 @@ import (
 func TestLogDroppedHook(t *testing.T) {
 	ctx := context.Background()
 	var logBuf bytes.Buffer
-	rt, err := host.NewRuntime(ctx, host.WithLogger(slog.New(slog.NewTextHandler(&logBuf, nil))))
-	require.NoError(t, err)
-	t.Cleanup(func() { rt.Close(ctx) })
-	wasm, err := os.ReadFile(testwasm.Path(t, testwasm.LogFlood))
-	require.NoError(t, err)
-	mod, err := rt.Load(ctx, "logflood", wasm, host.WithBatchDeadline(time.Minute)) // slow under -race
-	require.NoError(t, err)
+	mod := loadWith(t, testwasm.LogFlood, slog.New(slog.NewTextHandler(&logBuf, nil)), host.WithBatchDeadline(time.Minute)) // slow under -race
 
 	var drops []projection.LogDroppedInfo
 	var trace bytes.Buffer

@@ -9,7 +9,6 @@ import (
 
 	"github.com/projhost/projhost/internal/flightcheck"
 	"github.com/projhost/projhost/internal/storetest"
-	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/projection"
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/store"
@@ -56,12 +55,7 @@ func (r *rejecting) Apply(ctx context.Context, w readmodel.Write) error {
 func TestRejectedCommitReachesThePolicy(t *testing.T) {
 	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))[:200]
 	evs := events(fs)
-	var ord []int
-	for i, f := range fs {
-		if f.Origin == "ORD" {
-			ord = append(ord, i)
-		}
-	}
+	ord := indexesOf(fs, "ORD")
 	require.GreaterOrEqual(t, len(ord), 3)
 	for _, b := range storetest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
@@ -72,14 +66,8 @@ func TestRejectedCommitReachesThePolicy(t *testing.T) {
 			} else {
 				st.ReadModel = rj
 			}
-			var rec recorder
-			p := newProc(t, &st, projection.Fixed(load(t, testwasm.FlightDelaysAS)), func(c *projection.Config) {
-				c.Hooks = rec.hooks()
-				c.Policy = projection.Policy{OnError: projection.DeadLetter, MaxAttempts: 1}
-			})
+			sh, rec := openFlights(t, &st, projection.Policy{OnError: projection.DeadLetter, MaxAttempts: 1})
 			ctx := context.Background()
-			sh, err := p.Open(ctx, shard, 1, projection.ShardOptions{})
-			require.NoError(t, err)
 			push(t, sh, evs, 50)
 			sh.Close(ctx)
 			require.Len(t, rec.dead, len(ord), "every ORD event dead-lettered, once")
@@ -104,25 +92,15 @@ func TestRejectedCommitReachesThePolicy(t *testing.T) {
 func TestRejectedCommitStops(t *testing.T) {
 	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))[:300]
 	evs := events(fs)
-	first := -1
-	for i, f := range fs {
-		if f.Origin == "ORD" {
-			first = i
-			break
-		}
-	}
+	ord := indexesOf(fs, "ORD")
+	require.NotEmpty(t, ord)
+	first := ord[0]
 	require.Positive(t, first)
 	st := *storetest.Backends()[0].Open(t)
 	st.Committer = &rejecting{Committer: st.Committer, collection: "airports", key: "ORD"}
-	var rec recorder
-	p := newProc(t, &st, projection.Fixed(load(t, testwasm.FlightDelaysAS)), func(c *projection.Config) {
-		c.Hooks = rec.hooks()
-		c.Policy = projection.Policy{OnError: projection.Stop, MaxAttempts: 2}
-	})
+	sh, rec := openFlights(t, &st, projection.Policy{OnError: projection.Stop, MaxAttempts: 2})
 	ctx := context.Background()
-	sh, err := p.Open(ctx, shard, 1, projection.ShardOptions{})
-	require.NoError(t, err)
-	err = sh.Handle(ctx, evs)
+	err := sh.Handle(ctx, evs)
 	require.ErrorIs(t, err, projection.ErrStopped)
 	require.Len(t, rec.stopped, 1)
 	require.Contains(t, rec.stopped[0], "handler bad_output at seq "+evs[first].Seq)
