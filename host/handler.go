@@ -230,11 +230,13 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 	}
 	muts, err := decodeMutations(out)
 	if err != nil {
-		hint := "guests should write output with a projhost SDK"
 		if _, ok := err.(*outputLimitError); ok {
-			hint = "hand the handler smaller batches (run --batch-size) or have it write fewer or smaller documents per event"
+			herr := h.poison(ctx, ErrBadOutput, first, last, err.Error()+
+				"; nothing was applied (hand the handler smaller batches (run --batch-size) or have it write fewer or smaller documents per event)")
+			herr.(*HandlerError).TooLarge = true
+			return nil, herr
 		}
-		return nil, h.poison(ctx, ErrBadOutput, first, last, err.Error()+"; nothing was applied ("+hint+")")
+		return nil, h.poison(ctx, ErrBadOutput, first, last, err.Error()+"; nothing was applied (guests should write output with a projhost SDK)")
 	}
 	return muts, nil
 }

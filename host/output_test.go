@@ -25,7 +25,7 @@ func TestOutputLimits(t *testing.T) {
 	}
 	_, err = h.Handle(ctx, evs("s1", 2, "k", strings.Repeat("x", per/2), "k", strings.Repeat("x", per/2+1)), NewMemReadModel())
 	var he *HandlerError
-	if !errors.As(err, &he) || !errors.Is(err, ErrBadOutput) || !he.Poisoned ||
+	if !errors.As(err, &he) || !errors.Is(err, ErrBadOutput) || !he.Poisoned || !he.TooLarge ||
 		!strings.Contains(he.Message, "output of 50100 mutations exceeds the limit of 50000 per handler call") ||
 		!strings.Contains(he.Message, "--batch-size") {
 		t.Fatalf("output of 50100 mutations: err = %v, want ErrBadOutput naming the limit", err)

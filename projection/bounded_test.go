@@ -17,7 +17,8 @@ import (
 
 // No commit holds more than one handler output's limit of mutations (wasmabi.MaxOutputMutations),
 // however many outputs are pending: big outputs are committed one at a time (the flush hook
-// tells), and an output past the limit is bad output, isolated by bisection.
+// tells). A batch whose output is past the limit is handed over in halves (no retries), and
+// only an event whose own output is past it is bad output under the policy.
 func TestCommitsBoundedByOutputLimits(t *testing.T) {
 	ctx := context.Background()
 	mod := load(t, testwasm.Fanout)
@@ -26,12 +27,11 @@ func TestCommitsBoundedByOutputLimits(t *testing.T) {
 	p := newProc(t, st, projection.Fixed(mod), func(c *projection.Config) {
 		c.Hooks = rec.hooks()
 		c.Policy = projection.Policy{OnError: projection.DeadLetter, MaxAttempts: 1}
-		c.MaxBatchBytes = 1 // one event per handler call
 	})
 	sh, err := p.Open(ctx, shard, 1, projection.ShardOptions{})
 	require.NoError(t, err)
 	var evs []event.Event
-	for i, n := range []int{260, 260, wasmabi.MaxOutputMutations/100 + 1} { // fanout: 100 puts per byte
+	for i, n := range []int{260, 260, wasmabi.MaxOutputMutations/100 + 1, 260} { // fanout: 100 puts per byte
 		evs = append(evs, event.Event{ShardID: shard, Seq: fmt.Sprint(i + 1), PartitionKey: "k", Data: []byte(strings.Repeat("x", n))})
 	}
 	require.NoError(t, sh.Handle(ctx, evs))
@@ -43,12 +43,23 @@ func TestCommitsBoundedByOutputLimits(t *testing.T) {
 		require.LessOrEqual(t, f.Mutations, wasmabi.MaxOutputMutations, "one commit")
 		total += f.Mutations
 	}
-	require.Equal(t, 2*26_000, total, "every event but the one past the limit")
+	require.Equal(t, 3*26_000, total, "every event but the one past the limit")
 	var sizes []int
 	for _, f := range rec.flushes {
 		sizes = append(sizes, f.Mutations)
 	}
-	require.Equal(t, []int{26_000, 26_000}, sizes, "event 1 alone (with event 2 it would pass the limit), then event 2 (committed before event 3 fails)")
+	require.Equal(t, []int{26_000, 26_000, 26_000}, sizes, "event 1 alone (with event 2 it would pass the limit), event 2 (committed before event 3 fails), event 4")
+	var split, failed int
+	for _, e := range rec.errs {
+		require.Equal(t, projection.KindBadOutput, e.Kind)
+		if e.FirstSeq == e.LastSeq {
+			failed++
+		} else {
+			split++
+		}
+	}
+	require.Equal(t, 3, split, "calls of 1-4, 1-2 and 3-4, each split in halves without a retry")
+	require.Equal(t, 1, failed, "event 3 alone, once (MaxAttempts 1)")
 	require.Len(t, rec.dead, 1)
 	require.Equal(t, "3", rec.dead[0].Seq)
 	require.Equal(t, projection.KindBadOutput, rec.dead[0].ErrorKind)

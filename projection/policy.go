@@ -89,6 +89,21 @@ func (s *Shard) handlePolicy(ctx context.Context, events []event.Event) (int, er
 		if fault == nil {
 			return len(events), s.accept(ctx, events, muts, time.Since(start))
 		}
+		if tooLarge(fault) && len(events) > 1 {
+			// The output limits are per call and the output's size is deterministic: hand
+			// the batch over in halves instead of retrying it; only an event whose own output
+			// is too large meets the policy.
+			var one failure
+			one.note(fault)
+			s.reportFailure(events, one, "handler output over the limits of one call: splitting the batch", 0)
+			half := len(events) / 2
+			n, err := s.handlePolicy(ctx, events[:half])
+			if err != nil || n < half {
+				return n, err
+			}
+			m, err := s.handlePolicy(ctx, events[half:])
+			return n + m, err
+		}
 		f.note(fault)
 		s.reportFailure(events, f, "handler failed: retrying the batch", backoff)
 		if pol.OnError != Retry && f.attempts >= pol.MaxAttempts {
@@ -166,6 +181,13 @@ func (s *Shard) try(ctx context.Context, events []event.Event) ([]event.Mutation
 		}
 		backoff = min(backoff*2, s.p.cfg.RetryMax)
 	}
+}
+
+// tooLarge reports whether err is a handler output over the limits of one call
+// (host.HandlerError.TooLarge).
+func tooLarge(err error) bool {
+	var he *host.HandlerError
+	return errors.As(err, &he) && he.TooLarge
 }
 
 // reportLogDropped calls the LogDropped hook when the handler dropped guest log lines since
