@@ -26,6 +26,12 @@ build:
 
 include plugins/examples/examples.mk
 
+# Test modules written in WebAssembly text (internal/testwasm/wat; testwasm.Path builds them).
+$(WASM_DIR)/%.wasm: internal/testwasm/wat/%.wat host/testdata/wat2wasm.js node_modules/.installed
+	@mkdir -p $(@D)/.wat-$*
+	node host/testdata/wat2wasm.js $(@D)/.wat-$* $<
+	@mv $(@D)/.wat-$*/$*.wasm $@ && rmdir $(@D)/.wat-$*
+
 # test: everything (the DynamoDB tests against dynalite: at $PROJHOST_DYNAMODB_ENDPOINT, or each
 # test package starts its own), then the DynamoDB suites against Amazon's DynamoDB Local (at
 # $PROJHOST_DYNAMODB_LOCAL_ENDPOINT, or started for the run; skipped without Java unless CI=true).

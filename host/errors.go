@@ -51,6 +51,9 @@ type HandlerError struct {
 	Poisoned bool
 	// ExitCode is the proc_exit code for ErrExit, else 0.
 	ExitCode uint32
+	// TooLarge is true for an ErrBadOutput whose output was over wasmabi.MaxOutputMutations
+	// or MaxOutputBytes (and otherwise unchecked): the same events in smaller batches may pass.
+	TooLarge bool
 }
 
 func (e *HandlerError) Error() string {

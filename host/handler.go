@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,6 +38,9 @@ type Handler struct {
 	logger *slog.Logger
 	stdout *lineWriter
 	stderr *lineWriter
+	// logLimit rate-limits the guest's log lines (GuestLogRate); shared by stdout, stderr and
+	// projhost.log, kept across instances.
+	logLimit *logLimiter
 
 	mu        sync.Mutex
 	closed    bool
@@ -76,13 +78,15 @@ type callState struct {
 // the shard is released.
 func (m *Module) NewHandler(shardID string) *Handler {
 	lg := m.logger.With("shard", shardID)
+	lim := newLogLimiter(lg)
 	h := &Handler{
-		mod:    m,
-		shard:  shardID,
-		logger: lg,
-		stdout: &lineWriter{logger: lg, level: slog.LevelInfo, stream: "stdout"},
-		stderr: &lineWriter{logger: lg, level: slog.LevelWarn, stream: "stderr"},
-		stack:  make([]uint64, 2),
+		mod:      m,
+		shard:    shardID,
+		logger:   lg,
+		stdout:   &lineWriter{logger: lg, limit: lim, level: slog.LevelInfo, stream: "stdout"},
+		stderr:   &lineWriter{logger: lg, limit: lim, level: slog.LevelWarn, stream: "stderr"},
+		logLimit: lim,
+		stack:    make([]uint64, 2),
 	}
 	if hostMemory != nil {
 		h.allocator = experimental.MemoryAllocatorFunc(h.allocate)
@@ -126,6 +130,15 @@ func (h *Handler) unpin() {
 	}
 }
 
+// LogDropped returns how many guest log lines the handler has dropped so far (projhost.log
+// messages and WASI stdout/stderr lines past the rate limit, GuestLogRate), across instances.
+// Safe for concurrent use; it waits for a running Handle.
+func (h *Handler) LogDropped() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.logLimit.dropped
+}
+
 // Instances returns how many guest instances the handler has created so far (1 + the number of
 // replacements after poisoning, once running).
 func (h *Handler) Instances() int {
@@ -150,7 +163,9 @@ func (h *Handler) Close(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
-	return h.discard(ctx)
+	err := h.discard(ctx)
+	h.logLimit.report(true)
+	return err
 }
 
 func (h *Handler) discard(ctx context.Context) error {
@@ -269,6 +284,7 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 	err = h.callGuest(callCtx, h.handle, h.stack)
 	failed, failMsg := h.call.failed, h.call.failMsg
 	h.call = callState{}
+	h.logLimit.report(false)
 	if err != nil {
 		return nil, h.callFailed(ctx, err, wasmabi.ExportHandle, first, last)
 	}
@@ -286,6 +302,12 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 	}
 	muts, err := decodeMutations(out)
 	if err != nil {
+		if _, ok := err.(*outputLimitError); ok {
+			herr := h.poison(ctx, ErrBadOutput, first, last, err.Error()+
+				"; nothing was applied (hand the handler smaller batches (run --batch-size) or have it write fewer or smaller documents per event)")
+			herr.(*HandlerError).TooLarge = true
+			return nil, herr
+		}
 		return nil, h.poison(ctx, ErrBadOutput, first, last, err.Error()+"; nothing was applied (guests should write output with a projhost SDK)")
 	}
 	return muts, nil
@@ -438,12 +460,29 @@ func trapSummary(s string) string {
 	return msg
 }
 
+// outputLimitError is an output past wasmabi.MaxOutputMutations or MaxOutputBytes; it wraps
+// wasmabi.ErrMalformed.
+type outputLimitError struct{ msg string }
+
+func (e *outputLimitError) Error() string { return wasmabi.ErrMalformed.Error() + ": " + e.msg }
+func (e *outputLimitError) Unwrap() error { return wasmabi.ErrMalformed }
+
 // decodeMutations validates a guest output (ABI.md §4) and copies it out: every string and
 // document of the result points into one new buffer, so the result stays valid after the guest
 // runs again. Errors wrap wasmabi.ErrMalformed.
 func decodeMutations(out []byte) ([]event.Mutation, error) {
 	if len(out) == 0 {
 		return nil, nil
+	}
+	if len(out) > wasmabi.MaxOutputBytes {
+		return nil, &outputLimitError{fmt.Sprintf("output of %d bytes exceeds the limit of %d bytes per handler call (wasmabi.MaxOutputBytes)",
+			len(out), wasmabi.MaxOutputBytes)}
+	}
+	if len(out) >= 8 && binary.LittleEndian.Uint32(out) == wasmabi.Version {
+		if n := binary.LittleEndian.Uint32(out[4:]); n > wasmabi.MaxOutputMutations {
+			return nil, &outputLimitError{fmt.Sprintf("output of %d mutations exceeds the limit of %d per handler call (wasmabi.MaxOutputMutations)",
+				n, wasmabi.MaxOutputMutations)}
+		}
 	}
 	arena := bytes.Clone(out)
 	n := 0
@@ -452,7 +491,7 @@ func decodeMutations(out []byte) ([]event.Mutation, error) {
 		n = min(int(binary.LittleEndian.Uint32(arena[4:])), len(arena)/11)
 	}
 	muts := make([]event.Mutation, 0, n)
-	err := wasmabi.DecodeOutput(arena, validJSONObject, func(m wasmabi.Mutation) error {
+	err := wasmabi.DecodeOutput(arena, event.CheckDoc, func(m wasmabi.Mutation) error {
 		rm := event.Mutation{
 			Collection: unsafe.String(unsafe.SliceData(m.Collection), len(m.Collection)),
 			Key:        unsafe.String(unsafe.SliceData(m.Key), len(m.Key)),
@@ -470,17 +509,4 @@ func decodeMutations(out []byte) ([]event.Mutation, error) {
 		return nil, nil
 	}
 	return muts, nil
-}
-
-var errNotObject = errors.New("document is not a JSON object")
-
-func validJSONObject(doc []byte) error {
-	i := 0
-	for i < len(doc) && (doc[i] == ' ' || doc[i] == '\t' || doc[i] == '\n' || doc[i] == '\r') {
-		i++
-	}
-	if i == len(doc) || doc[i] != '{' || !json.Valid(doc) {
-		return errNotObject
-	}
-	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/projhost/projhost/event"
+	"github.com/projhost/projhost/internal/testwasm"
 )
 
 // testCacheDir is a wazero compilation cache shared by test runs, so the Go guest (~4 s to
@@ -88,6 +89,17 @@ func wat(t testing.TB, name string) []byte {
 	b, ok := watMods[name]
 	if !ok {
 		t.Fatalf("no WAT module %q", name)
+	}
+	return b
+}
+
+// fixture returns the test module name of internal/testwasm (testwasm.Echo, ...), built on
+// first use.
+func fixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(testwasm.Path(t, name))
+	if err != nil {
+		t.Fatal(err)
 	}
 	return b
 }

@@ -172,7 +172,7 @@ func TestHostileRun(t *testing.T) {
 		{"output pointer out of bounds", "oob_output", ErrBadOutput, []string{"output range 2147418112..2147418212 is outside guest memory (65536 bytes)"}, true},
 		{"output straddles the end", "straddle_output", ErrBadOutput, []string{"output range 65530..65630 is outside guest memory"}, true},
 		{"garbage output", "garbage_output", ErrBadOutput, []string{"output ABI version", "nothing was applied"}, true},
-		{"document not an object", "array_doc", ErrBadOutput, []string{"mutation 0 (c/k)", "document is not a JSON object"}, true},
+		{"document not an object", "array_doc", ErrBadOutput, []string{"mutation 0 (c/k)", "bad document: not a JSON object"}, true},
 		{"AssemblyScript abort", "abort", ErrTrap, []string{"abort: boom at x.ts:3:5"}, true},
 		{"domain failure", "fail", ErrHandlerFailed, []string{"bad event", "instance kept"}, false},
 		{"log range out of bounds", "oob_log", ErrTrap, []string{"projhost.log: message range 4294967040..4294967140 is outside guest memory"}, true},

@@ -94,12 +94,12 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	case level >= wasmabi.LevelError:
 		lvl = slog.LevelError
 	}
-	logger := slog.Default()
-	if h := handlerOf(ctx); h != nil {
-		logger = h.logger
+	h := handlerOf(ctx)
+	if h == nil {
+		trap("projhost.log called outside a call of the host")
 	}
-	if logger.Enabled(ctx, lvl) {
-		logger.Log(ctx, lvl, string(msg), "source", "guest")
+	if h.logger.Enabled(ctx, lvl) && h.logLimit.allow() {
+		h.logger.Log(ctx, lvl, string(msg), "source", "guest")
 	}
 }
 

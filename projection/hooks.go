@@ -29,6 +29,9 @@ type Hooks struct {
 	Stopped func(ShardInfo, string)
 	// Lag: after every read of a batch, how far the shard's reader is behind the tip.
 	Lag func(LagInfo)
+	// LogDropped: the handler dropped guest log lines past its rate limit (host.GuestLogRate)
+	// during the last handler call (a failed one too).
+	LogDropped func(LogDroppedInfo)
 	// Lease: a container-mode lease event (acquired, lost, released, finished). Each
 	// acquisition of a shard by a worker ends in exactly one lost, released or finished event,
 	// unless the process dies first.
@@ -76,6 +79,13 @@ type HandlerErrorInfo struct {
 	Attempt  int // 1-based attempt on this batch
 	FirstSeq string
 	LastSeq  string
+}
+
+// LogDroppedInfo counts guest log lines a shard's handler dropped (host.Handler.LogDropped).
+type LogDroppedInfo struct {
+	ShardInfo
+	Lines uint64 // dropped during the last handler call
+	Total uint64 // dropped by the shard's handler since it was created (the shard opened or its module changed)
 }
 
 // LagInfo is a shard's lag.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/readmodel"
+	"github.com/projhost/projhost/wasmabi"
 )
 
 // pending holds the mutations of handled batches not yet committed, in first-write order, last
@@ -15,6 +16,10 @@ type pending struct {
 	muts  []event.Mutation
 	seq   string // last handled sequence number (pending or committed)
 	count int    // events since the last commit
+	bytes int    // document bytes added since the last commit (replaced ones included)
+	// events handled since the last commit (dead-lettered ones excepted), kept to be handled
+	// again when the store refuses the commit (Shard.refuse). Their Data is the caller's.
+	events []event.Event
 
 	// known caches documents of this shard as committed (nil: absent), filled only in
 	// Transactional mode, where a commit applies all of its mutations or none. Documents are
@@ -52,6 +57,7 @@ func (p *pending) add(ms []event.Mutation) {
 		p.docs = map[docKey]int{}
 	}
 	for _, m := range ms {
+		p.bytes += len(m.Doc)
 		k := docKey{m.Collection, m.Key}
 		if i, ok := p.docs[k]; ok {
 			p.muts[i] = m
@@ -67,7 +73,28 @@ func (p *pending) empty() bool { return p.count == 0 && len(p.muts) == 0 }
 func (p *pending) reset() {
 	clear(p.docs)
 	p.muts = p.muts[:0]
-	p.count = 0
+	p.count, p.bytes = 0, 0
+	clear(p.events) // do not keep the events' data alive
+	p.events = p.events[:0]
+}
+
+// full reports whether the pending mutations reach the limits of one handler output
+// (wasmabi.MaxOutputMutations, MaxOutputBytes): a flush is due.
+func (p *pending) full() bool {
+	return len(p.muts) >= wasmabi.MaxOutputMutations || p.bytes >= wasmabi.MaxOutputBytes
+}
+
+// overflows reports whether adding ms to a non-empty pending set could take it past the
+// limits of one handler output (counting every mutation of ms as a new key).
+func (p *pending) overflows(ms []event.Mutation) bool {
+	if len(p.muts) == 0 {
+		return false
+	}
+	b := p.bytes
+	for _, m := range ms {
+		b += len(m.Doc)
+	}
+	return len(p.muts)+len(ms) > wasmabi.MaxOutputMutations || b > wasmabi.MaxOutputBytes
 }
 
 // coalesce returns ms with the last write per key, in first-write order.

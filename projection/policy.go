@@ -87,8 +87,22 @@ func (s *Shard) handlePolicy(ctx context.Context, events []event.Event) (int, er
 			return 0, err
 		}
 		if fault == nil {
-			s.accept(events, muts, time.Since(start))
-			return len(events), nil
+			return len(events), s.accept(ctx, events, muts, time.Since(start))
+		}
+		if tooLarge(fault) && len(events) > 1 {
+			// The output limits are per call and the output's size is deterministic: hand
+			// the batch over in halves instead of retrying it; only an event whose own output
+			// is too large meets the policy.
+			var one failure
+			one.note(fault)
+			s.reportFailure(events, one, "handler output over the limits of one call: splitting the batch", 0)
+			half := len(events) / 2
+			n, err := s.handlePolicy(ctx, events[:half])
+			if err != nil || n < half {
+				return n, err
+			}
+			m, err := s.handlePolicy(ctx, events[half:])
+			return n + m, err
 		}
 		f.note(fault)
 		s.reportFailure(events, f, "handler failed: retrying the batch", backoff)
@@ -97,7 +111,7 @@ func (s *Shard) handlePolicy(ctx context.Context, events []event.Event) (int, er
 		}
 		if f.attempts == 1 {
 			// Commit what was handled before the failing batch: it must not wait for the retries.
-			if err := s.Flush(ctx); err != nil {
+			if err := s.flush(ctx); err != nil {
 				return 0, err
 			}
 		}
@@ -148,6 +162,7 @@ func (s *Shard) try(ctx context.Context, events []event.Event) ([]event.Mutation
 	backoff := s.p.cfg.RetryMin
 	for {
 		muts, err := s.handler.Handle(ctx, events, ov)
+		s.reportLogDropped()
 		if err == nil {
 			if fault := s.checkMutations(events, muts); fault != nil {
 				return nil, fault, nil
@@ -168,15 +183,43 @@ func (s *Shard) try(ctx context.Context, events []event.Event) ([]event.Mutation
 	}
 }
 
+// tooLarge reports whether err is a handler output over the limits of one call
+// (host.HandlerError.TooLarge).
+func tooLarge(err error) bool {
+	var he *host.HandlerError
+	return errors.As(err, &he) && he.TooLarge
+}
+
+// reportLogDropped calls the LogDropped hook when the handler dropped guest log lines since
+// the last call.
+func (s *Shard) reportLogDropped() {
+	n := s.handler.LogDropped()
+	if n <= s.logDropped {
+		return
+	}
+	d := n - s.logDropped
+	s.logDropped = n
+	if h := s.p.cfg.Hooks.LogDropped; h != nil {
+		h(LogDroppedInfo{ShardInfo: s.info, Lines: d, Total: n})
+	}
+}
+
 // checkMutations reports, as the handler's bad output, a mutation the read model cannot store
 // (store.Stores.CheckMutation): committing it would fail for ever.
+// A document the store refused before (Shard.refuse) is reported the same way.
 func (s *Shard) checkMutations(events []event.Event, muts []event.Mutation) error {
 	check := s.p.cfg.Stores.CheckMutation
-	if check == nil {
+	if check == nil && len(s.refused) == 0 {
 		return nil
 	}
 	for _, m := range muts {
-		if err := check(s.info.Projection, m); err != nil {
+		var err error
+		if r := s.refusal(docKey{m.Collection, m.Key}, m.Doc); r != nil {
+			err = errors.New(r.err)
+		} else if check != nil {
+			err = check(s.info.Projection, m)
+		}
+		if err != nil {
 			return &host.HandlerError{Module: s.mod.Name(), Shard: s.info.ShardID, FirstSeq: events[0].Seq,
 				LastSeq: events[len(events)-1].Seq, Kind: host.ErrBadOutput,
 				Message: fmt.Sprintf("mutation %s/%s cannot be stored in the read model: %v", m.Collection, m.Key, err)}
@@ -185,15 +228,25 @@ func (s *Shard) checkMutations(events []event.Event, muts []event.Mutation) erro
 	return nil
 }
 
-// accept makes a handled batch's mutations pending.
-func (s *Shard) accept(events []event.Event, muts []event.Mutation, d time.Duration) {
+// accept makes a handled batch's mutations pending. When they would take the pending
+// mutations past the limits of one handler output (pending.overflows), what is pending is
+// committed first, so that one commit holds at most that much (about a second of work on the
+// embedded store) however the batches come. Errors: Flush's.
+func (s *Shard) accept(ctx context.Context, events []event.Event, muts []event.Mutation, d time.Duration) error {
+	if s.pend.overflows(muts) {
+		if err := s.flush(ctx); err != nil {
+			return err
+		}
+	}
 	s.pend.add(muts)
+	s.pend.events = append(s.pend.events, events...)
 	s.pend.seq = events[len(events)-1].Seq
 	s.pend.count += len(events)
 	if h := s.p.cfg.Hooks.Batch; h != nil {
 		h(BatchInfo{ShardInfo: s.info, Events: len(events), Mutations: len(muts),
 			FirstSeq: events[0].Seq, LastSeq: s.pend.seq, Duration: d})
 	}
+	return nil
 }
 
 // isolate finds the first failing event of events (which failed as a whole) by bisection,
@@ -212,7 +265,9 @@ func (s *Shard) isolate(ctx context.Context, events []event.Event, f failure) (i
 		}
 		if fault == nil {
 			// The handler is deterministic: the failure is in the other half.
-			s.accept(half, muts, time.Since(start))
+			if err := s.accept(ctx, half, muts, time.Since(start)); err != nil {
+				return consumed, err
+			}
 			consumed += len(half)
 			rest = rest[len(half):]
 			continue
@@ -229,8 +284,7 @@ func (s *Shard) isolate(ctx context.Context, events []event.Event, f failure) (i
 			return consumed, err
 		}
 		if fault == nil { // not deterministic after all: keep it, go on with the rest
-			s.accept(rest, muts, time.Since(start))
-			return consumed + 1, nil
+			return consumed + 1, s.accept(ctx, rest, muts, time.Since(start))
 		}
 		f.note(fault)
 		s.reportFailure(rest, f, "handler failed on one event", 0)
@@ -264,7 +318,7 @@ func (s *Shard) deadLetter(ctx context.Context, ev event.Event, f failure) error
 
 // stop commits what was handled before ev and stops the shard at ev.
 func (s *Shard) stop(ctx context.Context, ev event.Event, f failure) error {
-	if err := s.Flush(ctx); err != nil {
+	if err := s.flush(ctx); err != nil {
 		return err
 	}
 	reason := fmt.Sprintf("handler %s at seq %s (partition key %q) after %d attempts: %v", f.kind, ev.Seq, ev.PartitionKey, f.attempts, f.err)

@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -76,7 +77,26 @@ type Shard struct {
 	stopped   string
 	lastFlush time.Time
 	closed    bool
+	// logDropped: the handler's LogDropped count as last reported to Hooks.LogDropped.
+	logDropped uint64
+	// redo: after a commit the store refused (readmodel.ErrRejected), the events since the last
+	// commit, to be handled again; refused: the documents refused so far, charged to the event
+	// whose output holds one (checkMutations).
+	redo     []event.Event
+	redoTo   string // the position when the commit was refused: events up to it are in redo or were dead-lettered
+	refused  map[docKey][]refusal
+	nRefused int
 }
+
+// refusal is a document the read model refused.
+type refusal struct {
+	doc []byte
+	err string
+}
+
+// errRewound: a commit was refused (readmodel.ErrRejected) and the shard went back to its last
+// commit; Handle and Flush handle s.redo again.
+var errRewound = errors.New("projection: commit refused by the store: handling the events since the last commit again")
 
 // Open claims shardID at epoch, the fencing token of the caller's ownership (a lease epoch;
 // Lambda mode uses its own monotonic epoch): it raises the cursor's epoch (so older owners'
@@ -144,9 +164,30 @@ func (s *Shard) Close(ctx context.Context) {
 // with no events after an empty read so the time-based flush happens.
 //
 // A handler failure follows the error policy; store errors are retried with backoff (never
-// skipped). Errors: ErrLost, ErrStopped, ErrInterrupted (what was handled before stays
-// pending), or ctx's error.
+// skipped). A commit the store refuses as invalid (readmodel.ErrRejected: a document DynamoDB
+// does not take) is not retried: the shard goes back to its last commit, handles the events
+// since then again and charges the refused document to the event whose output it is, as bad
+// output under the error policy. Handle therefore keeps the events since the last commit (their
+// Data is not copied: do not change it). Errors: ErrLost, ErrStopped, ErrInterrupted (what was
+// handled before stays pending), or ctx's error.
 func (s *Shard) Handle(ctx context.Context, events []event.Event) error {
+	err := s.handle(ctx, events)
+	for errors.Is(err, errRewound) {
+		err = s.handle(ctx, events)
+	}
+	return err
+}
+
+// handle is Handle once: events after s.redo's are handled after s.redo.
+func (s *Shard) handle(ctx context.Context, events []event.Event) error {
+	if s.redoTo != "" {
+		redo := s.redo
+		for len(events) > 0 && event.CompareSeq(events[0].Seq, s.redoTo) <= 0 {
+			events = events[1:]
+		}
+		s.redo, s.redoTo = nil, ""
+		events = append(redo, events...)
+	}
 	if s.stopped != "" {
 		return fmt.Errorf("%w: shard %s: %s", ErrStopped, s.info.ShardID, s.stopped)
 	}
@@ -168,7 +209,7 @@ func (s *Shard) Handle(ctx context.Context, events []event.Event) error {
 		if event.CompareSeq(s.pend.seq, s.replayTo) >= 0 || len(events) > 0 {
 			// The interrupted write's range is complete (or the shard skipped past it): commit
 			// it alone, so that the commit ends exactly at the high-water mark.
-			if err := s.Flush(ctx); err != nil {
+			if err := s.flush(ctx); err != nil {
 				return err
 			}
 			s.replayTo = ""
@@ -178,7 +219,7 @@ func (s *Shard) Handle(ctx context.Context, events []event.Event) error {
 		return err
 	}
 	if s.replayTo == "" && s.flushDue() {
-		return s.Flush(ctx)
+		return s.flush(ctx)
 	}
 	return nil
 }
@@ -192,7 +233,7 @@ func (s *Shard) skipHandled(events []event.Event) []event.Event {
 
 func (s *Shard) flushDue() bool {
 	c := &s.p.cfg
-	return s.pend.count >= c.CursorEveryEvents || (!s.pend.empty() && time.Since(s.lastFlush) >= c.CursorEvery)
+	return s.pend.count >= c.CursorEveryEvents || s.pend.full() || (!s.pend.empty() && time.Since(s.lastFlush) >= c.CursorEvery)
 }
 
 // swapModule switches to the provider's current module at a batch boundary: what the old
@@ -203,19 +244,32 @@ func (s *Shard) swapModule(ctx context.Context) error {
 		return nil
 	}
 	if s.handler != nil {
-		if err := s.Flush(ctx); err != nil {
+		if err := s.flush(ctx); err != nil {
 			return err
 		}
 		_ = s.handler.Close(context.WithoutCancel(ctx))
 		s.log.Info("handler module changed", "module", m.Name())
 	}
-	s.mod, s.handler = m, m.NewHandler(s.info.ShardID)
+	s.mod, s.handler, s.logDropped = m, m.NewHandler(s.info.ShardID), 0
 	return nil
 }
 
 // Flush commits the pending mutations and the cursor (the one commit path), retrying store
-// errors with backoff until it works, the shard is lost (ErrLost) or ctx ends.
+// errors with backoff until it works, the shard is lost (ErrLost) or ctx ends. A commit the
+// store refuses as invalid is handled as in Handle (the events since the last commit are
+// handled again, under the error policy), then committed.
 func (s *Shard) Flush(ctx context.Context) error {
+	err := s.flush(ctx)
+	for errors.Is(err, errRewound) {
+		if err = s.handle(ctx, nil); err == nil {
+			err = s.flush(ctx)
+		}
+	}
+	return err
+}
+
+// flush is Flush once; errRewound after a refused commit.
+func (s *Shard) flush(ctx context.Context) error {
 	if s.pend.empty() {
 		return nil
 	}
@@ -225,6 +279,9 @@ func (s *Shard) Flush(ctx context.Context) error {
 	w := readmodel.Write{Projection: s.info.Projection, ShardID: s.info.ShardID, Epoch: s.info.Epoch,
 		Seq: s.pend.seq, Mutations: s.pend.muts}
 	if err := s.commitRetry(ctx, w); err != nil {
+		if errors.Is(err, readmodel.ErrRejected) && s.refuse(w, err) {
+			return errRewound
+		}
 		return err
 	}
 	s.p.cfg.Hooks.flush(FlushInfo{ShardInfo: s.info, Seq: w.Seq, Events: s.pend.count, Mutations: len(w.Mutations)})
@@ -238,18 +295,73 @@ func (s *Shard) Flush(ctx context.Context) error {
 	return nil
 }
 
+// maxRefused bounds Shard.refused (documents; cleared when full).
+const maxRefused = 1000
+
+// refuse records the documents of w the store refused (err wraps readmodel.ErrRejected; all
+// of w's documents when it does not say which) and rewinds the shard to its last commit: the
+// pending mutations are dropped and their events are to be handled again (s.redo). In Fenced
+// mode the refused write may have been applied in part: like an interrupted write found by
+// Open, the next commit must end exactly where it would have (replayTo). It returns false,
+// changing nothing, when every refused document was refused before (checkMutations should have
+// caught it: the handler is not deterministic).
+func (s *Shard) refuse(w readmodel.Write, err error) bool {
+	var rej *readmodel.RejectedError
+	named := errors.As(err, &rej) && (rej.Collection != "" || rej.Key != "")
+	learned := false
+	for _, m := range w.Mutations {
+		if named && (m.Collection != rej.Collection || m.Key != rej.Key) {
+			continue
+		}
+		k := docKey{m.Collection, m.Key}
+		if s.refusal(k, m.Doc) != nil {
+			continue
+		}
+		if s.refused == nil || s.nRefused >= maxRefused {
+			s.refused, s.nRefused = make(map[docKey][]refusal), 0
+		}
+		s.refused[k] = append(s.refused[k], refusal{doc: bytes.Clone(m.Doc), err: err.Error()})
+		s.nRefused++
+		learned = true
+	}
+	if !learned {
+		s.log.Error("the read model refused a commit again: retrying it", "err", err)
+		return false
+	}
+	s.log.Error("the read model refused a document as invalid: handling the events since the last commit again, to charge it to its event",
+		"err", err, "cursor", s.committed, "events", len(s.pend.events))
+	s.redo, s.redoTo = append([]event.Event(nil), s.pend.events...), s.pend.seq
+	s.pend.reset()
+	s.pend.seq = s.committed
+	if s.p.cfg.Stores.Mode == store.Fenced && event.CompareSeq(w.Seq, s.replayTo) > 0 {
+		s.replayTo = w.Seq
+	}
+	return true
+}
+
+// refusal returns the refusal of doc as the document of k, nil if it was not refused.
+func (s *Shard) refusal(k docKey, doc []byte) *refusal {
+	for i, r := range s.refused[k] {
+		if bytes.Equal(r.doc, doc) {
+			return &s.refused[k][i]
+		}
+	}
+	return nil
+}
+
 // commitRetry commits w, retrying store errors with backoff.
 func (s *Shard) commitRetry(ctx context.Context, w readmodel.Write) error {
 	return s.retryStore(ctx, "commit", func() error { return s.commit(ctx, w) })
 }
 
-// retryStore runs op until it succeeds, fails with ErrLost (returned), or ctx ends.
+// retryStore runs op until it succeeds, fails with ErrLost or readmodel.ErrRejected
+// (returned), or ctx ends.
 func (s *Shard) retryStore(ctx context.Context, what string, op func() error) error {
 	backoff := s.p.cfg.RetryMin
 	for {
 		err := op()
-		if err == nil || errors.Is(err, ErrLost) {
-			return err
+		if err == nil || errors.Is(err, ErrLost) || errors.Is(err, readmodel.ErrRejected) {
+			return err // a refused write is refused again: Flush and replayOne handle it
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -31,17 +31,44 @@ const shard = "shard-000000"
 
 var quiet = slog.New(slog.DiscardHandler)
 
-func load(t *testing.T, name string) *host.Module {
+func load(t *testing.T, name string) *host.Module { return loadWith(t, name, quiet) }
+
+// loadWith loads the testwasm module name on a runtime logging to logger.
+func loadWith(t *testing.T, name string, logger *slog.Logger, opts ...host.ModuleOption) *host.Module {
 	t.Helper()
 	ctx := context.Background()
-	rt, err := host.NewRuntime(ctx, host.WithLogger(quiet))
+	rt, err := host.NewRuntime(ctx, host.WithLogger(logger))
 	require.NoError(t, err)
 	t.Cleanup(func() { rt.Close(ctx) })
 	wasm, err := os.ReadFile(testwasm.Path(t, name))
 	require.NoError(t, err)
-	m, err := rt.Load(ctx, name, wasm)
+	m, err := rt.Load(ctx, name, wasm, opts...)
 	require.NoError(t, err)
 	return m
+}
+
+// openFlights opens the shard of a processor running flightdelays-as on st under pol.
+func openFlights(t *testing.T, st *store.Stores, pol projection.Policy) (*projection.Shard, *recorder) {
+	t.Helper()
+	var rec recorder
+	p := newProc(t, st, projection.Fixed(load(t, testwasm.FlightDelaysAS)), func(c *projection.Config) {
+		c.Hooks = rec.hooks()
+		c.Policy = pol
+	})
+	sh, err := p.Open(context.Background(), shard, 1, projection.ShardOptions{})
+	require.NoError(t, err)
+	return sh, &rec
+}
+
+// indexesOf returns the indexes of the flights from origin.
+func indexesOf(fs []flightcheck.Flight, origin string) []int {
+	var out []int
+	for i, f := range fs {
+		if f.Origin == origin {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // events are flights as the events of one shard, seq 1..n; the indexes in quoted get the
@@ -301,21 +328,10 @@ func TestUnstorableMutationIsChargedToItsEvent(t *testing.T) {
 		}
 		return nil
 	}
-	var rec recorder
-	p := newProc(t, &st, projection.Fixed(load(t, testwasm.FlightDelaysAS)), func(c *projection.Config) {
-		c.Hooks = rec.hooks()
-		c.Policy = projection.Policy{OnError: projection.DeadLetter, MaxAttempts: 1}
-	})
+	sh, rec := openFlights(t, &st, projection.Policy{OnError: projection.DeadLetter, MaxAttempts: 1})
 	ctx := context.Background()
-	sh, err := p.Open(ctx, shard, 1, projection.ShardOptions{})
-	require.NoError(t, err)
 	push(t, sh, evs, 50)
-	var ord []int
-	for i, f := range fs {
-		if f.Origin == "ORD" {
-			ord = append(ord, i)
-		}
-	}
+	ord := indexesOf(fs, "ORD")
 	require.NotEmpty(t, ord)
 	require.Len(t, rec.dead, len(ord), "every ORD event dead-lettered")
 	for _, l := range rec.dead {

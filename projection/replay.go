@@ -7,6 +7,7 @@ import (
 
 	"github.com/projhost/projhost/deadletter"
 	"github.com/projhost/projhost/event"
+	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/readmodel"
 )
 
@@ -50,6 +51,19 @@ func (s *Shard) replayOne(ctx context.Context, l deadletter.Letter) error {
 	if err != nil {
 		return err
 	}
+	var w readmodel.Write
+	if fault == nil {
+		muts = coalesce(muts)
+		w = readmodel.Write{Projection: s.info.Projection, ShardID: s.info.ShardID, Epoch: s.info.Epoch,
+			Seq: s.committed, Mutations: muts, Replay: l.Seq}
+		if err := s.commitRetry(ctx, w); errors.Is(err, readmodel.ErrRejected) {
+			// The store refused a document of the event's output: the replay failed.
+			fault = &host.HandlerError{Module: s.mod.Name(), Shard: s.info.ShardID, FirstSeq: l.Seq, LastSeq: l.Seq,
+				Kind: host.ErrBadOutput, Message: "a document cannot be stored in the read model: " + err.Error()}
+		} else if err != nil {
+			return err
+		}
+	}
 	if fault != nil {
 		l.Attempts++
 		l.LastFailure, l.ErrorKind, l.Error, l.State = time.Now(), ErrorKind(fault), fault.Error(), deadletter.StateFailed
@@ -61,12 +75,6 @@ func (s *Shard) replayOne(ctx context.Context, l deadletter.Letter) error {
 			h(l, fault)
 		}
 		return nil
-	}
-	muts = coalesce(muts)
-	w := readmodel.Write{Projection: s.info.Projection, ShardID: s.info.ShardID, Epoch: s.info.Epoch,
-		Seq: s.committed, Mutations: muts, Replay: l.Seq}
-	if err := s.commitRetry(ctx, w); err != nil {
-		return err
 	}
 	if s.p.cache {
 		s.pend.rememberAll(muts)

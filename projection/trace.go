@@ -20,6 +20,7 @@ func Chain(hs ...Hooks) Hooks {
 		out.DeadLettered = chain1(out.DeadLettered, h.DeadLettered)
 		out.Lag = chain1(out.Lag, h.Lag)
 		out.Lease = chain1(out.Lease, h.Lease)
+		out.LogDropped = chain1(out.LogDropped, h.LogDropped)
 		out.Stopped = chain2(out.Stopped, h.Stopped)
 		out.Replayed = chain2(out.Replayed, h.Replayed)
 	}
@@ -49,7 +50,7 @@ func chain2[T, U any](a, b func(T, U)) func(T, U) {
 // TraceRecord is one line TraceHooks writes.
 type TraceRecord struct {
 	Time       time.Time `json:"time"`
-	Event      string    `json:"event"` // open, batch, flush, handler_error, dead_letter, replayed, replay_failed, stopped, lease
+	Event      string    `json:"event"` // open, batch, flush, handler_error, dead_letter, replayed, replay_failed, stopped, lease, log_dropped
 	Projection string    `json:"projection"`
 	Shard      string    `json:"shard"`
 	Epoch      int64     `json:"epoch"`
@@ -65,11 +66,13 @@ type TraceRecord struct {
 	From       string    `json:"from,omitempty"`   // lease acquired: the previous owner
 	Error      string    `json:"error,omitempty"`  // handler_error, dead_letter, replay_failed: the error; stopped: the reason; open: why the shard is stopped; lease lost: why
 	Attempt    int       `json:"attempt,omitempty"`
-	Micros     int64     `json:"us,omitempty"` // batch: handler time
+	Micros     int64     `json:"us,omitempty"`      // batch: handler time
+	Dropped    uint64    `json:"dropped,omitempty"` // log_dropped: guest log lines dropped by the last handler call
+	Total      uint64    `json:"total,omitempty"`   // log_dropped: ... by the shard's handler so far
 }
 
 // TraceHooks returns hooks that write every open, batch, flush, handler error, dead letter,
-// replay, stop and lease event as one JSON object per line (TraceRecord) to w — what `projhost run
+// replay, stop, lease and dropped-guest-log event as one JSON object per line (TraceRecord) to w — what `projhost run
 // --trace FILE` writes, so that tests and tools outside the process observe the core without
 // parsing log text. Lag is not traced. Writes are serialised; write errors are ignored.
 func TraceHooks(w io.Writer) Hooks {
@@ -119,6 +122,11 @@ func TraceHooks(w io.Writer) Hooks {
 		Stopped: func(s ShardInfo, why string) {
 			r := base("stopped", s)
 			r.Error = why
+			put(r)
+		},
+		LogDropped: func(i LogDroppedInfo) {
+			r := base("log_dropped", i.ShardInfo)
+			r.Dropped, r.Total = i.Lines, i.Total
 			put(r)
 		},
 		Lease: func(i LeaseInfo) {

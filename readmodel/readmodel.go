@@ -11,12 +11,38 @@ package readmodel
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/projhost/projhost/event"
 )
 
 // ErrFenced is returned by Apply when a newer lease owner has written for the shard.
 var ErrFenced = errors.New("readmodel: fenced: a newer lease owner wrote for this shard")
+
+// ErrRejected is wrapped by a store's write errors that retrying cannot fix: the store refused
+// a write as invalid (DynamoDB: a 400 ValidationException, such as an item over 400 KB). The
+// per-shard core does not retry such a commit: it charges the refused document to the event
+// whose output it was (the error policy applies). Errors naming the document are a
+// *RejectedError.
+var ErrRejected = errors.New("readmodel: write refused by the store as invalid")
+
+// RejectedError is a write the store refused as invalid, naming the refused mutation's
+// document (Collection/Key; both "" when the store could not tell which). It wraps
+// ErrRejected and the store's error.
+type RejectedError struct {
+	Collection, Key string
+	Err             error
+}
+
+func (e *RejectedError) Error() string {
+	if e.Collection == "" && e.Key == "" {
+		return fmt.Sprintf("%v: %v", ErrRejected, e.Err)
+	}
+	return fmt.Sprintf("%v: document %s/%s: %v", ErrRejected, e.Collection, e.Key, e.Err)
+}
+
+// Unwrap returns ErrRejected and the store's error.
+func (e *RejectedError) Unwrap() []error { return []error{ErrRejected, e.Err} }
 
 // Mutation is one write (an alias of event.Mutation). Doc is a JSON object; nil means delete.
 type Mutation = event.Mutation

@@ -124,3 +124,43 @@ func TestRunMemoryLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestTestCommandDocumentRule: `projhost test` reports a document breaking the document rule
+// (event.CheckDoc), the same that every store refuses: the five documents of issue 8 that only
+// DynamoDB refused, handed back as they are by the echo test module.
+func TestTestCommandDocumentRule(t *testing.T) {
+	echo := testwasm.Path(t, testwasm.Echo)
+	dir := t.TempDir()
+	cases := []struct {
+		name, event, msg string // msg "": accepted
+	}{
+		{"valid", `{"origin":"A","x":12345678901234567890123456789012345678,"y":1e125}`, ""},
+		{"1e300", `{"origin":"A","x":1e300}`, `mutation 0 (c/A): bad document: at .x: number "1e300" is outside the range 1E-130 .. 9.99E+125`},
+		{"45-digit integer", `{"origin":"A","x":123456789012345678901234567890123456789012345}`, "at .x: number \"123456789012345678901234567890123456789012345\" has 45 significant digits, at most 38"},
+		{"40 levels", `{"origin":"A","a":` + strings.Repeat(`{"a":`, 38) + `1` + strings.Repeat(`}`, 39), "objects and arrays nested more than 31 deep"},
+		{"empty field name", `{"origin":"A","":1}`, "at .: an empty object key"},
+		{"duplicate field names", `{"origin":"A","a":1,"a":2}`, "at .a: the key appears twice in one object"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			events := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "_")+".jsonl")
+			require.NoError(t, os.WriteFile(events, []byte(c.event+"\n"), 0o644))
+			cmd := exec.Command(binPath, "test", "--handler", echo, "--events", events)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			if c.msg == "" {
+				require.NoError(t, err, stderr.String())
+				require.Equal(t, `{"collection":"c","key":"A","doc":`+c.event+"}\n", stdout.String())
+				return
+			}
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, stdout.String())
+			msg := strings.TrimRight(stderr.String(), "\n")
+			require.NotContains(t, msg, "\n", "one line")
+			require.Contains(t, msg, "handler returned bad output")
+			require.Contains(t, msg, c.msg)
+			require.Empty(t, stdout.String())
+		})
+	}
+}

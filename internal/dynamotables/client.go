@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // ItemAPI is the part of the DynamoDB client the stores use; *dynamodb.Client implements it.
@@ -31,6 +32,23 @@ type ItemAPI interface {
 func IsConditionalCheckFailed(err error) bool {
 	var ccf *types.ConditionalCheckFailedException
 	return errors.As(err, &ccf)
+}
+
+// IsInvalidRequest reports whether err is DynamoDB refusing a request as invalid, which no
+// retry fixes: a ValidationException (an item over 400 KB, an attribute DynamoDB does not take)
+// or a SerializationException (Amazon DynamoDB Developer Guide, "Error handling with
+// DynamoDB": 400 errors other than throttling and conditional checks are the request's fault).
+// A missing table (ResourceNotFoundException) is not one: it is fixed by creating it.
+func IsInvalidRequest(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.ErrorCode() {
+	case "ValidationException", "SerializationException":
+		return true
+	}
+	return false
 }
 
 // Defaults of NewClient.

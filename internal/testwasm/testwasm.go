@@ -26,6 +26,16 @@ const (
 	// FlightDelaysGoLenient is flightdelays built with -tags lenient: it accepts delays and
 	// distances given as JSON strings ("17"), which the other builds fail on.
 	FlightDelaysGoLenient = "flightdelays-go-lenient"
+
+	// Test modules assembled from internal/testwasm/wat/<name>.wat (node and the wabt npm
+	// package):
+	// Echo puts, for each event, its data as the document of c/<partition key>.
+	Echo = "echo"
+	// Fanout puts 100 × (data length) documents {} per event under distinct keys of "f".
+	Fanout = "fanout"
+	// LogFlood writes 100 × (data length) projhost.log messages and as many stdout lines per
+	// event, and no mutations.
+	LogFlood = "logflood"
 )
 
 var (

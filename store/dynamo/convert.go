@@ -13,38 +13,28 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/projhost/projhost/event"
 )
 
-// ErrBadDocument is returned (wrapped) for a document that is not one JSON object, or that
-// DynamoDB cannot store: a number with more than 38 significant digits or a magnitude outside
-// 1E-130 .. 9.99E+125 (Amazon DynamoDB Developer Guide, "Supported data types", Number); an
-// object key that is empty or of 64 KiB or more (attribute names: "Naming rules"); objects and
-// arrays nested more than MaxDocDepth deep.
+// ErrBadDocument is returned (wrapped) for a document that breaks the document rule
+// (event.CheckDoc, which the host applies to every handler output already: numbers DynamoDB
+// can hold, nesting, key lengths, unique keys) or a key the read-model table cannot hold.
 var ErrBadDocument = errors.New("store/dynamo: document cannot be stored as DynamoDB attributes")
 
-// Number limits of DynamoDB (Developer Guide, "Supported data types").
-const (
-	maxNumberDigits = 38
-	minNumberExp    = -130 // power of ten of the leading digit of the smallest magnitude
-	maxNumberExp    = 125  // and of the largest
-)
-
-// Limits of DynamoDB on map attributes ("Naming rules"; "Nested attribute depth": 32 levels).
-// dynalite enforces none of them; DynamoDB Local 1.25.1 refuses an item past them with a
-// ValidationException, and the boundaries below are the ones it enforces.
-const (
-	// MaxDocDepth is how deep a document's objects and arrays may nest, the document itself
-	// counting as 1 (`{"a":[1]}` is 2 deep): DynamoDB's 32 levels of nested attributes, the
-	// item being the first.
-	MaxDocDepth   = 31
-	maxAttrNameSz = 64*1024 - 1 // bytes of an attribute name (a map key); names are never empty
-)
+// MaxDocDepth is event.MaxDocDepth: DynamoDB's 32 levels of nested attributes, the item
+// holding the document being the first. DynamoDB Local 1.25.1 refuses an item one level
+// deeper with a ValidationException; dynalite enforces none of the document rule's limits.
+const MaxDocDepth = event.MaxDocDepth
 
 // DocToAttributeValue converts a JSON object into a DynamoDB map attribute: objects become M,
 // arrays L, strings S, numbers N (canonical plain decimal, see CanonicalNumber), true/false
-// BOOL, null NULL. Duplicate object keys: the last wins (as encoding/json). Invalid UTF-8 in
-// strings becomes U+FFFD. Errors wrap ErrBadDocument.
+// BOOL, null NULL. Invalid UTF-8 in strings becomes U+FFFD. A document breaking the document
+// rule (event.CheckDoc) is refused. Errors wrap ErrBadDocument (and event.ErrBadDoc).
 func DocToAttributeValue(doc []byte) (*types.AttributeValueMemberM, error) {
+	if err := event.CheckDoc(doc); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadDocument, err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
 	var v any
@@ -58,7 +48,7 @@ func DocToAttributeValue(doc []byte) (*types.AttributeValueMemberM, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: the document is a JSON %s, want an object", ErrBadDocument, jsonKind(v))
 	}
-	av, err := toAV(obj, "", 1)
+	av, err := toAV(obj, "")
 	if err != nil {
 		return nil, err
 	}
@@ -81,23 +71,14 @@ func jsonKind(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// toAV converts v, found at path at nesting depth (the document is 1).
-func toAV(v any, path string, depth int) (types.AttributeValue, error) {
-	switch v.(type) {
-	case map[string]any, []any:
-		if depth > MaxDocDepth {
-			return nil, fmt.Errorf("%w: at %s: objects and arrays nested more than %d deep", ErrBadDocument, path, MaxDocDepth)
-		}
-	}
+// toAV converts v, found at path.
+// The document rule was checked before: the limits hold.
+func toAV(v any, path string) (types.AttributeValue, error) {
 	switch x := v.(type) {
 	case map[string]any:
 		m := make(map[string]types.AttributeValue, len(x))
 		for k, e := range x {
-			if k == "" || len(k) > maxAttrNameSz {
-				return nil, fmt.Errorf("%w: at %s: an object key of %d bytes (DynamoDB takes 1 to %d)",
-					ErrBadDocument, orRoot(path), len(k), maxAttrNameSz)
-			}
-			av, err := toAV(e, path+"."+k, depth+1)
+			av, err := toAV(e, path+"."+k)
 			if err != nil {
 				return nil, err
 			}
@@ -107,7 +88,7 @@ func toAV(v any, path string, depth int) (types.AttributeValue, error) {
 	case []any:
 		l := make([]types.AttributeValue, len(x))
 		for i, e := range x {
-			av, err := toAV(e, path+"["+strconv.Itoa(i)+"]", depth+1)
+			av, err := toAV(e, path+"["+strconv.Itoa(i)+"]")
 			if err != nil {
 				return nil, err
 			}
@@ -144,45 +125,15 @@ func orRoot(path string) string {
 // e.g. "1.50e2" -> "150", "-0.0" -> "0", "1e-3" -> "0.001". Errors: not a number, more than 38
 // significant digits, magnitude outside DynamoDB's range.
 func CanonicalNumber(s string) (string, error) {
-	in := s
-	neg := false
-	if s != "" && (s[0] == '-' || s[0] == '+') {
-		neg = s[0] == '-'
-		s = s[1:]
+	digits, exp, err := event.NumberParts(s)
+	if err != nil {
+		return "", err
 	}
-	mant, exp := s, int64(0)
-	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		mant = s[:i]
-		e, err := strconv.ParseInt(s[i+1:], 10, 32)
-		if err != nil {
-			return "", fmt.Errorf("number %q: bad or out-of-range exponent", in)
-		}
-		exp = e
-	}
-	intPart, frac := mant, ""
-	if i := strings.IndexByte(mant, '.'); i >= 0 {
-		intPart, frac = mant[:i], mant[i+1:]
-	}
-	if intPart == "" && frac == "" || !allDigits(intPart) || !allDigits(frac) {
-		return "", fmt.Errorf("number %q: not a decimal number", in)
-	}
-	digits := strings.TrimLeft(intPart+frac, "0")
-	exp -= int64(len(frac))
 	if digits == "" {
 		return "0", nil
 	}
-	trimmed := strings.TrimRight(digits, "0")
-	exp += int64(len(digits) - len(trimmed))
-	digits = trimmed
-	if len(digits) > maxNumberDigits {
-		return "", fmt.Errorf("number %q has %d significant digits, DynamoDB keeps at most %d", in, len(digits), maxNumberDigits)
-	}
-	lead := int64(len(digits)) - 1 + exp
-	if lead < minNumberExp || lead > maxNumberExp {
-		return "", fmt.Errorf("number %q is outside DynamoDB's range 1E-130 .. 9.99E+125", in)
-	}
 	var b strings.Builder
-	if neg {
+	if s[0] == '-' {
 		b.WriteByte('-')
 	}
 	switch point := int64(len(digits)) + exp; {
@@ -199,15 +150,6 @@ func CanonicalNumber(s string) (string, error) {
 		b.WriteString(digits)
 	}
 	return b.String(), nil
-}
-
-func allDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // AttributeValueToDoc converts a DynamoDB attribute value into canonical JSON: object keys

@@ -260,9 +260,11 @@ type pending struct {
 }
 
 // Apply applies w (see the package documentation, Read models, for the protocol). Errors:
-// readmodel.ErrFenced (the shard has a newer epoch); ErrBadDocument for a document DynamoDB
-// cannot hold (nothing is written then); DynamoDB errors after the SDK's retries (some items
-// may be written: replaying w completes it).
+// readmodel.ErrFenced (the shard has a newer epoch); ErrBadDocument for a document breaking the
+// document rule (nothing is written then); a *readmodel.RejectedError (wrapping
+// readmodel.ErrRejected) naming the document of an item DynamoDB refused as invalid (a
+// ValidationException: retrying cannot help; other items may be written); DynamoDB errors after
+// the SDK's retries (some items may be written: replaying w completes it).
 func (s *ReadModel) Apply(ctx context.Context, w readmodel.Write) error {
 	if w.Replay != "" && !event.ValidSeq(w.Replay) {
 		return fmt.Errorf("store/dynamo: apply %q/%q at %s: replay of %q: %w",
@@ -342,8 +344,9 @@ const (
 )
 
 // CheckMutation reports, with an error wrapping ErrBadDocument, a mutation of projection that
-// the read model cannot store: a document DocToAttributeValue refuses, or a key over
-// DynamoDB's key size limits. store.Stores.CheckMutation of Open.
+// the read model cannot store: a document breaking the document rule (event.CheckDoc, what
+// DocToAttributeValue refuses), or a key over DynamoDB's key size limits.
+// store.Stores.CheckMutation of Open.
 func CheckMutation(projection string, m readmodel.Mutation) error {
 	if pk := DocPK(projection, m.Collection); len(pk) > maxDocPKBytes {
 		return fmt.Errorf("%w: projection and collection %q take %d bytes, DynamoDB's partition key limit is %d", ErrBadDocument, m.Collection, len(pk), maxDocPKBytes)
@@ -352,8 +355,8 @@ func CheckMutation(projection string, m readmodel.Mutation) error {
 		return fmt.Errorf("%w: key of %d bytes, DynamoDB's sort key limit is %d", ErrBadDocument, len(m.Key), maxDocSKBytes)
 	}
 	if m.Doc != nil {
-		if _, err := DocToAttributeValue(m.Doc); err != nil {
-			return err
+		if err := event.CheckDoc(m.Doc); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadDocument, err)
 		}
 	}
 	return nil
@@ -487,7 +490,11 @@ func (s *ReadModel) writeItem(ctx context.Context, w readmodel.Write, m marker, 
 		return nil
 	}
 	if !dynamotables.IsConditionalCheckFailed(err) {
-		return fmt.Errorf("store/dynamo: write document %s/%s of %q/%q at %s: %w", p.collection, p.key, w.Projection, w.ShardID, w.Seq, err)
+		err = fmt.Errorf("store/dynamo: write document %s/%s of %q/%q at %s: %w", p.collection, p.key, w.Projection, w.ShardID, w.Seq, err)
+		if dynamotables.IsInvalidRequest(err) {
+			err = &readmodel.RejectedError{Collection: p.collection, Key: p.key, Err: err}
+		}
+		return err
 	}
 	// Skip (already applied) unless a newer epoch of this shard wrote the item: the epoch
 	// attribute only grows, so what we read now decides.

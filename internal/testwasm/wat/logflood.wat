@@ -1,0 +1,36 @@
+;; logflood.wat — for each event, 100 × (its data length) projhost.log calls at info level and
+;; as many lines written to WASI stdout; no mutations. Tests of the guest log rate limit.
+(module
+  (import "projhost" "log" (func $log (param i32 i32 i32)))
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 2)
+  (data (i32.const 16) "flood\n")
+  (func (export "projhost_abi_v1"))
+  (func (export "projhost_alloc") (param $size i32) (result i32)
+    (local $need i32)
+    (local.set $need (i32.sub (i32.shr_u (i32.add (i32.add (local.get $size) (i32.const 1024)) (i32.const 65535)) (i32.const 16)) (memory.size)))
+    (if (i32.gt_s (local.get $need) (i32.const 0))
+      (then (if (i32.eq (memory.grow (local.get $need)) (i32.const -1)) (then unreachable))))
+    (i32.const 1024))
+  (func (export "projhost_handle") (param $p i32) (param $len i32) (result i64)
+    (local $n i32) (local $i i32) (local $r i32) (local $m i32) (local $j i32)
+    (i32.store (i32.const 32) (i32.const 16)) ;; iovec: "flood\n"
+    (i32.store (i32.const 36) (i32.const 6))
+    (local.set $n (i32.load (i32.add (local.get $p) (i32.const 8))))
+    (local.set $r (i32.add (i32.add (local.get $p) (i32.const 14)) (i32.load16_u (i32.add (local.get $p) (i32.const 12)))))
+    (block $done (loop $ev
+      (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+      (local.set $r (i32.add (i32.add (local.get $r) (i32.const 2)) (i32.load16_u (local.get $r))))
+      (local.set $r (i32.add (i32.add (i32.add (local.get $r) (i32.const 2)) (i32.load16_u (local.get $r))) (i32.const 8)))
+      (local.set $m (i32.mul (i32.load (local.get $r)) (i32.const 100)))
+      (local.set $r (i32.add (i32.add (local.get $r) (i32.const 4)) (i32.load (local.get $r))))
+      (local.set $j (i32.const 0))
+      (block $dm (loop $l
+        (br_if $dm (i32.ge_u (local.get $j) (local.get $m)))
+        (call $log (i32.const 1) (i32.const 16) (i32.const 5))
+        (drop (call $fd_write (i32.const 1) (i32.const 32) (i32.const 1) (i32.const 40)))
+        (local.set $j (i32.add (local.get $j) (i32.const 1)))
+        (br $l)))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $ev)))
+    (i64.const 0)))
