@@ -248,7 +248,7 @@ func runHostile(t *testing.T, e *Env, mod string, c HostileCase) {
 		flags = append(flags, "--on-error", "dead-letter") // an unexpected failure then shows as a dead letter, not a stall
 	}
 	if hasRunFlag(t, e.bin, "--memory-limit") {
-		fig.MemoryLimit = "256MiB"
+		fig.MemoryLimit = fmt.Sprintf("%dMiB", HostileMemoryLimit>>20)
 		flags = append(flags, "--memory-limit", fig.MemoryLimit)
 	}
 	w := e.Start("hostile", Spec{HandlerPath: mod, Flags: flags})
@@ -320,6 +320,8 @@ func runHostile(t *testing.T, e *Env, mod string, c HostileCase) {
 	}
 	h.checkOutcome(t, rs, letters, status)
 	h.checkReadModel(t)
+	e.watch.check(t)     // no polled cursor moved backwards
+	e.History().Check(t) // the trace's lease and cursor history holds (history.go)
 }
 
 // hostileModule assembles testdata/hostile.wat (once per test binary) into
