@@ -28,6 +28,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -331,24 +332,14 @@ func hostileModule(t *testing.T) string {
 	t.Helper()
 	hostileOnce.Do(func() {
 		root := testwasm.RepoRoot(t)
-		node, err := exec.LookPath("node")
-		if err != nil {
-			hostileErr, hostileSkip = fmt.Errorf("node not found in PATH: %w", err), true
-			return
-		}
 		tmp, err := os.MkdirTemp("", "projhost-hostile-")
 		if err != nil {
 			hostileErr = err
 			return
 		}
 		defer os.RemoveAll(tmp)
-		src := filepath.Join(root, "internal", "e2esuite", "testdata", "hostile.wat")
-		cmd := exec.Command(node, filepath.Join(root, "host", "testdata", "wat2wasm.js"), tmp, src)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 3 {
-				hostileSkip = true // wabt missing
-			}
-			hostileErr = fmt.Errorf("wat2wasm.js: %v: %s", err, b)
+		if err := testwasm.AssembleWAT(t, tmp, filepath.Join(root, "internal", "e2esuite", "testdata", "hostile.wat")); err != nil {
+			hostileErr, hostileSkip = err, errors.Is(err, testwasm.ErrNoWABT)
 			return
 		}
 		// build/e2esuite/hostile.wasm, replaced atomically: test binaries may run at once.
