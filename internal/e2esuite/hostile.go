@@ -56,7 +56,8 @@ const (
 
 	// HostileMemoryLimit is the per-projection guest memory limit the suite runs with
 	// (`run --memory-limit 256MiB`, issue 8 item 1), when the binary has that flag. A binary
-	// without it runs with its built-in cap (1 GiB on main before the fix).
+	// without it runs with its built-in cap (host.DefaultMemoryLimitPages: 1 GiB before issue 8),
+	// and the bounds below stay as they are.
 	HostileMemoryLimit = 256 << 20
 	// RSSOverhead is what a worker of HostileShards shards may use besides one instance's full
 	// guest memory: the Go runtime, wazero's compiled code, the other instances, the SQLite page
@@ -79,8 +80,8 @@ const (
 	// exitGuard: a worker not gone this long after SIGTERM is killed (the case fails).
 	exitGuard = 3 * SIGTERMBound
 	// ProgressBound is how long a healthy shard may take to handle a chunk of events appended
-	// while the misbehaving event is handled: less than the default lease duration (6 s) plus a
-	// margin for a loaded machine; a shard stalled longer is as good as lost.
+	// while the misbehaving event is handled: the default lease duration (6 s) plus 4 s for a
+	// loaded machine; a shard stalled longer than its lease is as good as lost.
 	ProgressBound = 10 * time.Second
 	// LogBound bounds the worker's log output (stdout and stderr, bytes) over a log flood case:
 	// 200,000 guest lines of 1000 bytes are 200 MB unbounded.
