@@ -125,8 +125,9 @@ const (
 	// event (`status`: STOPPED, the reason naming the Kind and the seq); its cursor stays just
 	// before it.
 	Stopped
-	// Stuck: the event never finishes (a runaway loop under --trusted): no dead letter, no stop,
-	// its shard's cursor stays before it; SIGTERM still ends the worker in time.
+	// Stuck: the event does not finish before SIGTERM (a runaway loop under --trusted, or one
+	// signalled during it): no dead letter, no stop, its shard's cursor stays before it; SIGTERM
+	// still ends the worker in time.
 	Stuck
 )
 
@@ -149,6 +150,9 @@ type HostileCase struct {
 	LogFlood bool
 	// StoreBound: what the case shows depends on the store (run it on every backend).
 	StoreBound bool
+	// SignalDuring: SIGTERM comes hostileAlone after the misbehaving events, while the handler
+	// is still at them (no healthy flow, no end state to wait for).
+	SignalDuring bool
 }
 
 // HostileCases are every case of the suite.
@@ -158,6 +162,8 @@ func HostileCases() []HostileCase {
 		{Name: "memory bomb, keep", Events: marker("keep"), Outcome: Handled},
 		{Name: "memory bomb, trap, dead-letter", Events: marker("trap"), Outcome: DeadLettered, Kind: projection.KindTrap},
 		{Name: "memory bomb, trap, stop", Events: marker("trap"), Outcome: Stopped, Kind: projection.KindTrap},
+		{Name: "runaway loop, dead-letter", Events: marker("loop"), Outcome: DeadLettered, Kind: projection.KindDeadline},
+		{Name: "runaway loop, SIGTERM during it", Events: marker("loop"), Outcome: Stuck, SignalDuring: true},
 		{Name: "trusted runaway loop", Events: marker("loop"), Flags: []string{"--trusted"}, Outcome: Stuck},
 		{Name: "1M-mutation output, dead-letter", Events: marker("million"), Outcome: DeadLettered, Kind: projection.KindBadOutput},
 		{Name: "1M-mutation output, stop", Events: marker("million"), Outcome: Stopped, Kind: projection.KindBadOutput},
@@ -260,14 +266,16 @@ func runHostile(t *testing.T, e *Env, mod string, c HostileCase) {
 	e.WaitCaughtUp(2 * time.Minute)
 	h.appendHostile()
 	time.Sleep(hostileAlone)
-	for i := range flowChunks {
-		heads := h.appendHealthy(warmupEvents+i*flowChunkSize, flowChunkSize)
-		h.flow = append(h.flow, chunk{at: time.Now(), heads: heads})
-		time.Sleep(flowPause)
-	}
-	if missing := h.waitEnd(w); missing != "" {
-		fig.Note = "end state not reached: " + missing
-		t.Errorf("%s", fig.Note)
+	if !c.SignalDuring {
+		for i := range flowChunks {
+			heads := h.appendHealthy(warmupEvents+i*flowChunkSize, flowChunkSize)
+			h.flow = append(h.flow, chunk{at: time.Now(), heads: heads})
+			time.Sleep(flowPause)
+		}
+		if missing := h.waitEnd(w); missing != "" {
+			fig.Note = "end state not reached: " + missing
+			t.Errorf("%s", fig.Note)
+		}
 	}
 
 	// SIGTERM, unless the RSS ceiling killed the worker.
