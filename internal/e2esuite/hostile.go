@@ -3,8 +3,8 @@ package e2esuite
 // The hostile-module process suite (issue 8, "Must show"): one real `projhost run` worker over
 // HostileShards shards, with the handler testdata/hostile.wat. Every event is handled normally
 // (put events/<shard>/<seq> = its data) except the misbehaving ones of the case, all on one
-// shard: a memory bomb, a runaway loop under --trusted, a 1,000,000-mutation output, a log flood,
-// documents DynamoDB refuses. While the misbehaving event is handled, healthy events keep
+// shard: a memory bomb, a runaway loop (with the batch deadline, SIGTERM during it, under
+// --trusted), a 1,000,000-mutation output, a log flood, documents DynamoDB refuses. While the misbehaving event is handled, healthy events keep
 // arriving on every shard. Each case then checks, with the bounds below:
 //
 //   - the worker's RSS (VmRSS sampled from /proc/PID/status every rssPoll, and VmHWM) stays
