@@ -31,13 +31,8 @@ var (
 )
 
 // buildWAT assembles testdata/wat/*.wat and every entry of hostileWAT with testdata/wat2wasm.js
-// (node + the wabt npm package), once per test binary.
-func buildWAT() {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		watErr, watSkip = fmt.Errorf("node not found in PATH: %w", err), true
-		return
-	}
+// (node + the wabt npm package; testwasm.AssembleWAT), once per test binary.
+func buildWAT(t testing.TB) {
 	dir, err := os.MkdirTemp("", "projhost-wat-")
 	if err != nil {
 		watErr = err
@@ -54,13 +49,8 @@ func buildWAT() {
 		files = append(files, p)
 	}
 	out := filepath.Join(dir, "out")
-	cmd := exec.Command(node, append([]string{"testdata/wat2wasm.js", out}, files...)...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && ee.ExitCode() == 3 {
-			watSkip = true // wabt missing
-		}
-		watErr = fmt.Errorf("wat2wasm.js: %v: %s", err, b)
+	if err := testwasm.AssembleWAT(t, out, files...); err != nil {
+		watErr, watSkip = err, errors.Is(err, testwasm.ErrNoWABT)
 		return
 	}
 	watMods = make(map[string][]byte)
@@ -79,7 +69,7 @@ func buildWAT() {
 // Without node or wabt it fails when CI=true and skips otherwise.
 func wat(t testing.TB, name string) []byte {
 	t.Helper()
-	watOnce.Do(buildWAT)
+	watOnce.Do(func() { buildWAT(t) })
 	if watErr != nil {
 		if watSkip && os.Getenv("CI") != "true" {
 			t.Skipf("skipping: cannot assemble WAT (%v); install node and run npm ci", watErr)

@@ -40,6 +40,23 @@ func TestE2EEmbedded(t *testing.T) { e2esuite.Run(t, binPath, e2esuite.Embedded(
 // TestDynamoE2E runs the suite on DynamoDB (the TestDynamo prefix: the DynamoDB suites).
 func TestDynamoE2E(t *testing.T) { e2esuite.Run(t, binPath, e2esuite.DynamoDB(dynamotest.Endpoint(t))) }
 
+// TestHostileEmbedded runs the hostile-module process suite (internal/e2esuite/hostile.go:
+// memory bombs, a runaway loop under --trusted, a 1M-mutation output, a log flood, documents
+// DynamoDB refuses) on the embedded store. Heavy (a few minutes, one worker at a time):
+// go test -run TestHostileEmbedded -v ./cmd/projhost
+func TestHostileEmbedded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the hostile process suite is heavy; without -short it runs")
+	}
+	e2esuite.Hostile(t, binPath, e2esuite.Embedded(), e2esuite.HostileCases())
+}
+
+// TestDynamoHostile runs the hostile cases whose outcome depends on the store (the documents
+// DynamoDB refuses) on DynamoDB: tools/dynamodb-local/with.sh go test -run TestDynamoHostile -v ./cmd/projhost
+func TestDynamoHostile(t *testing.T) {
+	e2esuite.Hostile(t, binPath, e2esuite.DynamoDB(dynamotest.Endpoint(t)), e2esuite.StoreHostileCases())
+}
+
 // projhost runs the CLI to completion and returns its stdout; it fails the test on error.
 func projhost(t *testing.T, args ...string) string {
 	t.Helper()

@@ -19,8 +19,10 @@ import (
 
 // Spec says how to start a worker.
 type Spec struct {
-	Handler string   // testwasm module name; default flightdelays-as
-	Flags   []string // more `projhost run` flags
+	Handler string // testwasm module name; default flightdelays-as
+	// HandlerPath is a module file to run instead of Handler (e.g. hostile.go's WAT module).
+	HandlerPath string
+	Flags       []string // more `projhost run` flags
 	// Store replaces the store flags (e.g. through a proxy); nil: the case's.
 	Store []string
 	// Wrapper is a command line that runs the worker (e.g. unshare ... --fork); nil: none.
@@ -35,24 +37,43 @@ type Worker struct {
 	done  chan struct{}
 	err   error // Wait's, once done is closed
 
-	mu     sync.Mutex
-	stderr bytes.Buffer
-	killed bool
+	mu          sync.Mutex
+	stderr      bytes.Buffer // the last stderrKeep to 2*stderrKeep bytes of stdout and stderr
+	stderrBytes int64        // every byte written
+	killed      bool
 }
+
+// stderrKeep bounds what a Worker keeps of its output: a worker flooding its log (hostile.go)
+// must not flood the test process too. Only the tail is ever printed.
+const stderrKeep = 1 << 20
 
 type lockedWriter struct{ w *Worker }
 
 func (l lockedWriter) Write(p []byte) (int, error) {
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()
+	l.w.stderrBytes += int64(len(p))
+	if l.w.stderr.Len()+len(p) > 2*stderrKeep {
+		keep := l.w.stderr.Bytes()
+		keep = keep[max(0, len(keep)-stderrKeep):]
+		l.w.stderr = *bytes.NewBuffer(append([]byte(nil), keep...))
+	}
 	return l.w.stderr.Write(p)
 }
 
-// Stderr is what the worker wrote so far (printed when a case fails; never asserted on).
+// Stderr is the tail of what the worker wrote (at least its last MiB; printed when a case
+// fails; never asserted on).
 func (w *Worker) Stderr() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.stderr.String()
+}
+
+// OutputBytes is how many bytes the worker wrote to stdout and stderr (its log) so far.
+func (w *Worker) OutputBytes() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stderrBytes
 }
 
 // Start starts `projhost run` as worker id, with the case's projection, journal and store and
@@ -71,7 +92,11 @@ func (e *Env) Start(id string, spec Spec) *Worker {
 	w := &Worker{ID: id, Trace: e.filepathIn(fmt.Sprintf("trace-%s-%d.jsonl", id, len(e.workers))), done: make(chan struct{})}
 	e.workers = append(e.workers, w)
 	e.mu.Unlock()
-	args := append([]string{"run", "--worker-id", id, "--name", Projection, "--handler", testwasm.Path(e.t, h),
+	hp := spec.HandlerPath
+	if hp == "" {
+		hp = testwasm.Path(e.t, h)
+	}
+	args := append([]string{"run", "--worker-id", id, "--name", Projection, "--handler", hp,
 		"--trace", w.Trace, "--data", e.Dir}, st...)
 	args = append(args, spec.Flags...)
 	argv := append(slices.Clone(spec.Wrapper), e.bin)
