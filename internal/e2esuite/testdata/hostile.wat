@@ -5,7 +5,8 @@
 ;; object), so the read model says exactly which events were handled and with what.
 ;;
 ;; An event whose data starts with {"hostile":" misbehaves according to the next byte:
-;;   k  memory bomb, keep: memory.grow 16 pages in a loop until it fails, then handle the event
+;;   k  memory bomb, keep: memory.grow 16 pages in a loop until it fails (writing every 4 KiB
+;;      of them, so they are resident), then handle the event
 ;;      normally (the instance keeps all that memory);
 ;;   t  memory bomb, trap: the same growth, then trap (unreachable);
 ;;   l  runaway loop: loop for ever;
@@ -70,9 +71,21 @@
     (i32.store (global.get $out) (local.get $v))
     (global.set $out (i32.add (global.get $out) (i32.const 4))))
 
-  ;; bomb grows memory 16 pages (1 MiB) at a time until memory.grow fails.
+  ;; bomb grows memory 16 pages (1 MiB) at a time until memory.grow fails, writing a byte to
+  ;; every 4 KiB of each new MiB so that all of it becomes resident in the host.
   (func $bomb
-    (loop $g (br_if $g (i32.ne (memory.grow (i32.const 16)) (i32.const -1)))))
+    (local $old i32) (local $a i32) (local $end i32)
+    (loop $g
+      (local.set $old (memory.grow (i32.const 16)))
+      (if (i32.ne (local.get $old) (i32.const -1))
+        (then
+          (local.set $a (i32.shl (local.get $old) (i32.const 16)))
+          (local.set $end (i32.add (local.get $a) (i32.const 1048576)))
+          (loop $w
+            (i32.store8 (local.get $a) (i32.const 1))
+            (local.set $a (i32.add (local.get $a) (i32.const 4096)))
+            (br_if $w (i32.lt_u (local.get $a) (local.get $end))))
+          (br $g)))))
 
   ;; million appends 1,000,000 puts m/<7 digits> = {}.
   (func $million
