@@ -4,11 +4,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime/pprof"
 	"strings"
+
+	"github.com/projhost/projhost/local"
+	"github.com/projhost/projhost/source/journal"
 )
 
 func main() {
@@ -33,10 +37,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rootCmd.SetOut(stdout)
 	rootCmd.SetErr(stderr)
 	if err := rootCmd.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "projhost: "+oneLine(err.Error()))
+		fmt.Fprintln(stderr, "projhost: "+oneLine(err.Error())+hint(err))
 		return 1
 	}
 	return 0
+}
+
+// hint is what the CLI adds to an error the library cannot phrase in terms of flags.
+func hint(err error) string {
+	if errors.Is(err, local.ErrBusy) || errors.Is(err, journal.ErrBusy) {
+		return " | continue (kill -CONT) or stop the process holding the lock, or wait longer with --busy-timeout"
+	}
+	return ""
 }
 
 // oneLine joins the lines of a multi-line error message with " | " (wazero errors, for

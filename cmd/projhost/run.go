@@ -18,6 +18,7 @@ import (
 	"github.com/projhost/projhost/projection"
 	"github.com/projhost/projhost/shardmap"
 	"github.com/projhost/projhost/source"
+	"github.com/projhost/projhost/source/journal"
 )
 
 func init() {
@@ -59,7 +60,11 @@ save cursors, release leases and exit 0.`,
 			if err != nil {
 				return fmt.Errorf("reading handler: %w", err)
 			}
-			j, err := openJournal(sf.data)
+			jopts, err := sf.journalOptions()
+			if err != nil {
+				return err
+			}
+			j, err := openJournal(sf.data, journal.Open, jopts...)
 			if err != nil {
 				return err
 			}

@@ -32,7 +32,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -40,8 +39,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"modernc.org/sqlite"
-
+	"github.com/projhost/projhost/internal/sqlitefile"
 	"github.com/projhost/projhost/source"
 )
 
@@ -54,7 +52,8 @@ const (
 	MaxShards          = 10000
 	MaxPartitionKeyLen = 256     // Unicode characters
 	MaxDataLen         = 1 << 20 // bytes
-	// TxEvents is how many events one append transaction holds at most.
+	// TxEvents is how many events one append transaction holds at most (ValidateAppendBatch's
+	// maximum).
 	TxEvents = 1000
 	// DefaultReadMax is the batch size Read uses when asked for max <= 0; MaxRead bounds max
 	// (Kinesis GetRecords' limit).
@@ -77,8 +76,10 @@ var (
 	// last event: the cursor belongs to another journal (the directory was recreated?) or the
 	// journal lost its last transactions in a power failure. Reset the cursor deliberately.
 	ErrBeyondHead = errors.New("journal: position is beyond the shard's last event")
-	// ErrBusy is returned when another process held the write lock longer than the busy timeout.
-	ErrBusy = errors.New("journal: journal is locked by another process (raise the busy timeout with WithBusyTimeout)")
+	// ErrBusy is returned when another process held the write lock longer than the busy timeout
+	// (an appender or worker paused or stuck inside a write holds it until it continues or is
+	// killed).
+	ErrBusy = errors.New("journal: the journal is locked by another process (a paused or stuck appender?) for longer than the busy timeout")
 )
 
 // AppendEvent is one event to append.
@@ -98,6 +99,7 @@ type Option func(*options)
 
 type options struct {
 	poll, busy time.Duration
+	ro         bool
 }
 
 // WithPollInterval sets how often a waiting Read looks for new events (default 20 ms; at least
@@ -107,9 +109,9 @@ func WithPollInterval(d time.Duration) Option {
 }
 
 // WithBusyTimeout sets how long a write waits for another process's write lock before failing
-// with ErrBusy (default 5 s; at least 1 ms).
+// with ErrBusy (default 5 s; 1 ms to 1 h, else Create and Open fail with ErrInvalid).
 func WithBusyTimeout(d time.Duration) Option {
-	return func(o *options) { o.busy = max(d, time.Millisecond) }
+	return func(o *options) { o.busy = d }
 }
 
 // Journal is an open journal. It is safe for concurrent use; other processes may use the same
@@ -178,21 +180,39 @@ func Open(dir string, opts ...Option) (*Journal, error) {
 	return open(dir, 0, opts)
 }
 
+// OpenReadOnly opens the existing journal in dir for reading only (SQLite mode=ro and
+// query_only): it takes no write lock, so it answers while another process appends or holds
+// the lock, and works in a read-only directory; Append fails. Errors as for Open.
+func OpenReadOnly(dir string, opts ...Option) (*Journal, error) {
+	path := filepath.Join(dir, FileName)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("journal: no journal in %s (create one first): %w", dir, err)
+	}
+	return open(dir, 0, append(opts, func(o *options) { o.ro = true }))
+}
+
 // open opens dir's journal; shards > 0 creates it when missing.
 func open(dir string, shards int, opts []Option) (*Journal, error) {
 	o := options{poll: DefaultPollInterval, busy: DefaultBusyTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if err := sqlitefile.ValidateBusyTimeout(o.busy); err != nil {
+		return nil, fmt.Errorf("journal: %w: %w", ErrInvalid, err)
+	}
 	path := filepath.Join(dir, FileName)
-	q := url.Values{}
-	q.Set("_busy_timeout", fmt.Sprint(o.busy.Milliseconds()))
-	q.Set("_journal_mode", "WAL")
-	q.Set("_synchronous", "NORMAL")
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	if shards == 0 {
+		// A clear error for a file this process cannot read (SQLite says only "unable to open
+		// database file").
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("journal: cannot read %s: %w", path, err)
+		}
+		f.Close()
+	}
+	db, err := sqlitefile.Open(path, o.busy, o.ro)
 	if err != nil {
-		return nil, fmt.Errorf("journal: open %s: %w", path, err)
+		return nil, fmt.Errorf("journal: open %s: %w", path, wrapBusy(err))
 	}
 	db.SetMaxIdleConns(8)
 	j := &Journal{db: db, path: path, poll: o.poll}
@@ -234,8 +254,13 @@ func (j *Journal) init(create int) error {
 	if create == 0 {
 		var v string
 		err := j.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'shards'`).Scan(&v)
-		if err != nil {
+		switch {
+		case sqlitefile.IsError(err): // no such table
 			return fmt.Errorf("not a journal (no shard count): %w", err)
+		case errors.Is(err, sql.ErrNoRows):
+			return errors.New("not a journal (no shard count)")
+		case err != nil:
+			return fmt.Errorf("cannot read it (is the directory or the file's -wal or -shm companion writable? is the disk full?): %w", err)
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxShards {
@@ -286,6 +311,16 @@ func (j *Journal) Close() error {
 	j.readStmt.Close()
 	j.headStmt.Close()
 	return j.db.Close()
+}
+
+// ValidateAppendBatch checks the number of events a caller gathers for one Append call that
+// is one transaction: 1 to TxEvents (ErrInvalid otherwise). `projhost journal append --batch`
+// checks with it.
+func ValidateAppendBatch(n int) error {
+	if n < 1 || n > TxEvents {
+		return fmt.Errorf("%w: %d events per append transaction: use 1 to %d", ErrInvalid, n, TxEvents)
+	}
+	return nil
 }
 
 // Append appends events, each to the shard ShardFor picks, in order, and returns their positions.
@@ -555,12 +590,8 @@ func (r *reader) batch(ctx context.Context, events []source.Event) (source.Batch
 // Close releases nothing (readers hold no resources) and exists for source.ShardReader.
 func (r *reader) Close() error { return nil }
 
-// sqliteBusy is SQLite's primary result code SQLITE_BUSY.
-const sqliteBusy = 5
-
 func wrapBusy(err error) error {
-	var se *sqlite.Error
-	if errors.As(err, &se) && se.Code()&0xff == sqliteBusy {
+	if sqlitefile.IsBusy(err) {
 		return fmt.Errorf("%w: %w", ErrBusy, err)
 	}
 	return err
