@@ -24,7 +24,7 @@ const (
 // until the lease is lost, a release is asked for or the shard ends, then close it out.
 func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 	log := r.log.With("shard", s.id, "epoch", s.epoch)
-	sh, err := r.proc.Open(ctx, s.id, s.epoch, projection.ShardOptions{Guard: r.guard(s.id), Interrupt: s.release})
+	sh, err := r.openShard(ctx, s, log)
 	if err != nil {
 		// Usually a benign race: another worker took the shard (a steal while starting up).
 		lvl := slog.LevelWarn
@@ -72,6 +72,31 @@ func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 	}
 	r.end(s, ev, sh.Committed(), "")
 	log.Info("shard "+string(ev), "cursor", sh.Committed())
+}
+
+// openShard opens the shard in the core. A store error (the embedded store's write lock held
+// by a paused process, an unreachable store) is retried every RetryMin while the lease is
+// valid and no release is asked for: giving the lease up would only hand the same wait to the
+// next owner, and report a lease lost that nothing took.
+func (r *Runner) openShard(ctx context.Context, s *shardRun, log *slog.Logger) (*projection.Shard, error) {
+	for {
+		sh, err := r.proc.Open(ctx, s.id, s.epoch, projection.ShardOptions{Guard: r.guard(s.id), Interrupt: s.release})
+		if err == nil || errors.Is(err, projection.ErrLost) || ctx.Err() != nil {
+			return sh, err
+		}
+		if _, ok := r.mgr.Valid(s.id); !ok {
+			return nil, err
+		}
+		select {
+		case <-s.release:
+			return nil, err
+		default:
+		}
+		log.Warn("cannot open the shard: retrying", "err", err)
+		if !r.pause(ctx) {
+			return nil, err
+		}
+	}
 }
 
 // pull is the shard's read loop. For endLost it also says why ("": the lease manager's Lost
