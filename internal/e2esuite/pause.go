@@ -144,4 +144,3 @@ func describe(rs []projection.TraceRecord) string {
 	}
 	return strings.Join(out, "; ")
 }
-
