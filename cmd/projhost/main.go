@@ -52,7 +52,8 @@ func hint(err error) string {
 }
 
 // oneLine joins the lines of a multi-line error message with " | " (wazero errors, for
-// example, carry a wasm stack trace), so every error is a single line on stderr.
+// example, carry a wasm stack trace), so every error is a single line on stderr, and escapes
+// the control characters of the rest (a handler's failure message is guest text: escapeText).
 func oneLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	out := lines[:0]
@@ -61,5 +62,5 @@ func oneLine(s string) string {
 			out = append(out, l)
 		}
 	}
-	return strings.Join(out, " | ")
+	return escapeText(strings.Join(out, " | "))
 }
