@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -241,4 +242,42 @@ func TestSQL(t *testing.T) {
 	r = cli(t, nil, binPath, "sql", "--data", dir, "--timeout", "300ms", forever)
 	require.Error(t, r.err)
 	require.Contains(t, r.stderr, "interrupted after --timeout 300ms")
+}
+
+// TestSIGTERMDuringStart: SIGTERM at any point of `run`'s start-up is a graceful stop: exit 0
+// (or, before Go's signal handler is installed in the first milliseconds, death by SIGTERM,
+// the signal's default action), never exit 1 with "context canceled". Each delay is tried on a
+// fresh worker of a projected store.
+func TestSIGTERMDuringStart(t *testing.T) {
+	dir := projectedDir(t)
+	h := testwasm.Path(t, testwasm.FlightDelaysAS)
+	clean := 0
+	for _, ms := range []int{0, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 100, 300} {
+		cmd := exec.Command(binPath, "run", "--data", dir, "--name", "f", "--handler", h)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		require.NoError(t, cmd.Start())
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			t.Fatalf("SIGTERM after %dms: run did not exit within a minute", ms)
+		}
+		if err == nil {
+			clean++
+			continue
+		}
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee)
+		ws := ee.Sys().(syscall.WaitStatus)
+		require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGTERM,
+			"SIGTERM after %dms: %v; stderr:\n%s", ms, err, stderr.String())
+	}
+	require.Positive(t, clean, "no run got as far as catching the signal")
+	t.Logf("%d of 13 runs caught the signal and exited 0; the others died of it before Go's handler was installed", clean)
 }

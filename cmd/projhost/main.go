@@ -16,6 +16,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "run" {
+		catchStopSignals()
+	}
 	// PROJHOST_CPUPROFILE=FILE writes a Go CPU profile of the whole command (for `go tool pprof`).
 	if path := os.Getenv("PROJHOST_CPUPROFILE"); path != "" {
 		f, err := os.Create(path)

@@ -28,6 +28,9 @@ func init() {
 	var onError, trace string
 	var trusted bool
 	var deadline time.Duration
+	// runWorker is the worker once the flags are checked and the signals caught.
+	var runWorker func(ctx context.Context, logger *slog.Logger) error
+	var started bool // runWorker got to container.Runner.Run
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run a projection's WASM handler over the local journal (one worker; start several to share the shards)",
@@ -55,73 +58,84 @@ save cursors, release leases and exit 0.`,
 			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			ctx, stop := gracefulContext(cmd.Context(), logger)
 			defer stop()
-
-			wasm, err := os.ReadFile(handler)
-			if err != nil {
-				return fmt.Errorf("reading handler: %w", err)
+			started = false
+			err = runWorker(ctx, logger)
+			if err != nil && !started && ctx.Err() != nil {
+				// A signal during start-up (a setup step failed on the cancelled context):
+				// nothing was taken yet, so it is a graceful stop like any other.
+				logger.Info("stopped before starting", "err", err)
+				return nil
 			}
-			jopts, err := sf.journalOptions()
-			if err != nil {
-				return err
-			}
-			j, err := openJournal(sf.data, journal.Open, jopts...)
-			if err != nil {
-				return err
-			}
-			defer j.Close()
-			st, err := sf.open(ctx)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			rt, err := host.NewRuntime(ctx, host.WithLogger(logger))
-			if err != nil {
-				return err
-			}
-			defer rt.Close(context.Background())
-			mopts := []host.ModuleOption{host.WithTrusted(trusted)}
-			if deadline > 0 {
-				mopts = append(mopts, host.WithBatchDeadline(deadline))
-			}
-			mod, err := rt.Load(ctx, name, wasm, mopts...)
-			if err != nil {
-				return err
-			}
-			if workerID == "" {
-				hn, _ := os.Hostname()
-				workerID = fmt.Sprintf("%s-%d", hn, os.Getpid())
-			}
-			c := cfg
-			c.Projection, c.WorkerID, c.Logger = name, workerID, logger
-			if trace != "" {
-				f, err := os.OpenFile(trace, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-				if err != nil {
-					return fmt.Errorf("--trace: %w", err)
-				}
-				defer f.Close()
-				c.Hooks = projection.Chain(c.Hooks, projection.TraceHooks(f))
-			}
-			c.Source, c.Stores, c.Modules = j, st.Stores, projection.Fixed(mod)
-			r, err := container.New(c)
-			if err != nil {
-				return err
-			}
-			var progressDone chan struct{}
-			if term.IsTerminal(int(os.Stderr.Fd())) {
-				progressDone = make(chan struct{})
-				pctx, cancel := context.WithCancel(ctx)
-				defer func() { cancel(); <-progressDone }()
-				go progress(pctx, os.Stderr, r, j, st, name, progressDone)
-			}
-			start := time.Now()
-			if err := r.Run(ctx); err != nil {
-				return err
-			}
-			s := r.Stats()
-			logger.Info("worker stopped", "events", s.Events, "batches", s.Batches, "cursor_saves", s.CursorSaves,
-				"handler_failures", s.Failures, "dead_letters", s.DeadLetters, "replayed", s.Replayed, "elapsed", time.Since(start).Round(time.Millisecond))
-			return nil
+			return err
 		},
+	}
+	runWorker = func(ctx context.Context, logger *slog.Logger) error {
+		wasm, err := os.ReadFile(handler)
+		if err != nil {
+			return fmt.Errorf("reading handler: %w", err)
+		}
+		jopts, err := sf.journalOptions()
+		if err != nil {
+			return err
+		}
+		j, err := openJournal(sf.data, journal.Open, jopts...)
+		if err != nil {
+			return err
+		}
+		defer j.Close()
+		st, err := sf.open(ctx)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		rt, err := host.NewRuntime(ctx, host.WithLogger(logger))
+		if err != nil {
+			return err
+		}
+		defer rt.Close(context.Background())
+		mopts := []host.ModuleOption{host.WithTrusted(trusted)}
+		if deadline > 0 {
+			mopts = append(mopts, host.WithBatchDeadline(deadline))
+		}
+		mod, err := rt.Load(ctx, name, wasm, mopts...)
+		if err != nil {
+			return err
+		}
+		if workerID == "" {
+			hn, _ := os.Hostname()
+			workerID = fmt.Sprintf("%s-%d", hn, os.Getpid())
+		}
+		c := cfg
+		c.Projection, c.WorkerID, c.Logger = name, workerID, logger
+		if trace != "" {
+			f, err := os.OpenFile(trace, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return fmt.Errorf("--trace: %w", err)
+			}
+			defer f.Close()
+			c.Hooks = projection.Chain(c.Hooks, projection.TraceHooks(f))
+		}
+		c.Source, c.Stores, c.Modules = j, st.Stores, projection.Fixed(mod)
+		r, err := container.New(c)
+		if err != nil {
+			return err
+		}
+		var progressDone chan struct{}
+		if term.IsTerminal(int(os.Stderr.Fd())) {
+			progressDone = make(chan struct{})
+			pctx, cancel := context.WithCancel(ctx)
+			defer func() { cancel(); <-progressDone }()
+			go progress(pctx, os.Stderr, r, j, st, name, progressDone)
+		}
+		start := time.Now()
+		started = true
+		if err := r.Run(ctx); err != nil {
+			return err
+		}
+		s := r.Stats()
+		logger.Info("worker stopped", "events", s.Events, "batches", s.Batches, "cursor_saves", s.CursorSaves,
+			"handler_failures", s.Failures, "dead_letters", s.DeadLetters, "replayed", s.Replayed, "elapsed", time.Since(start).Round(time.Millisecond))
+		return nil
 	}
 	sf.register(cmd)
 	f := cmd.Flags()
@@ -170,14 +184,29 @@ func progress(ctx context.Context, w io.Writer, r *container.Runner, hd source.H
 	}
 }
 
+// stopSignals, when set, has caught SIGINT and SIGTERM since main started (catchStopSignals):
+// a signal that arrives while `run` starts up is then a graceful stop, not the default
+// action's death. The Go runtime cannot catch one before main (package initialisation, some
+// 15 ms); that one ends the process as SIGTERM does.
+var stopSignals chan os.Signal
+
+// catchStopSignals starts catching SIGINT and SIGTERM into stopSignals, for gracefulContext.
+func catchStopSignals() {
+	stopSignals = make(chan os.Signal, 2)
+	signal.Notify(stopSignals, os.Interrupt, syscall.SIGTERM)
+}
+
 // gracefulContext is cancelled by the first SIGINT/SIGTERM (graceful stop: finish the batch,
 // save cursors, release leases). A second signal exits at once with status 130: the way out
 // of a trusted handler stuck in a loop; leases then expire and other workers replay from the
 // saved cursors.
 func gracefulContext(parent context.Context, logger *slog.Logger) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(parent)
-	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	ch := stopSignals
+	if ch == nil {
+		ch = make(chan os.Signal, 2)
+		signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	}
 	go func() {
 		select {
 		case sig := <-ch:
