@@ -74,6 +74,16 @@ func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 	log.Info("shard "+string(ev), "cursor", sh.Committed())
 }
 
+// read reads a batch of at most max events and, from a source.ByteBoundedReader, at most
+// maxBytes of event data (the handler's per-call budget: a batch of large events stays within
+// it instead of growing with the batch size).
+func read(ctx context.Context, rd source.ShardReader, max, maxBytes int, wait time.Duration) (source.Batch, error) {
+	if br, ok := rd.(source.ByteBoundedReader); ok {
+		return br.ReadBytes(ctx, max, maxBytes, wait)
+	}
+	return rd.Read(ctx, max, wait)
+}
+
 // openShard opens the shard in the core. A store error (the embedded store's write lock held
 // by a paused process, an unreachable store) is retried every RetryMin while the lease is
 // valid and no release is asked for: giving the lease up would only hand the same wait to the
@@ -137,7 +147,7 @@ func (r *Runner) pull(ctx context.Context, s *shardRun, sh *projection.Shard, lo
 				continue
 			}
 		}
-		b, err := rd.Read(ctx, r.cfg.BatchSize, r.cfg.BatchWait)
+		b, err := read(ctx, rd, r.cfg.BatchSize, r.cfg.MaxBatchBytes, r.cfg.BatchWait)
 		if errors.Is(err, source.ErrShardEnded) {
 			return endFinished, ""
 		}

@@ -59,6 +59,10 @@ const (
 	// (Kinesis GetRecords' limit).
 	DefaultReadMax = 1000
 	MaxRead        = 10000
+	// DefaultReadBytes bounds the event data bytes of one Read (and of ReadBytes asked for
+	// maxBytes <= 0): projhost's per-handler-call budget (projection.DefaultMaxBatchBytes).
+	// Kinesis GetRecords returns at most 10 MiB per call.
+	DefaultReadBytes = 4 << 20
 )
 
 // Defaults of the options.
@@ -504,21 +508,32 @@ type reader struct {
 }
 
 // Read returns up to max events (DefaultReadMax when max <= 0, at most MaxRead) after the last
-// returned one, polling every poll interval for up to wait when there are none. EventsBehind is
-// the exact count after the last event read at the time of the read; MillisBehind is 0 when caught
-// up, else the age of the last event read.
+// returned one, and no more than DefaultReadBytes of event data (ReadBytes), polling every poll
+// interval for up to wait when there are none. EventsBehind is the exact count after the last
+// event read at the time of the read; MillisBehind is 0 when caught up, else the age of the
+// last event read.
 func (r *reader) Read(ctx context.Context, max int, wait time.Duration) (source.Batch, error) {
+	return r.ReadBytes(ctx, max, DefaultReadBytes, wait)
+}
+
+// ReadBytes is Read with a bound on the event data bytes returned: events are returned while
+// their data adds up to at most maxBytes (DefaultReadBytes when maxBytes <= 0), the first one
+// whatever its size (source.ByteBoundedReader).
+func (r *reader) ReadBytes(ctx context.Context, max, maxBytes int, wait time.Duration) (source.Batch, error) {
 	if max <= 0 {
 		max = DefaultReadMax
 	}
 	max = min(max, MaxRead)
+	if maxBytes <= 0 {
+		maxBytes = DefaultReadBytes
+	}
 	deadline := time.Now().Add(wait)
 	var timer *time.Timer
 	for {
 		if err := ctx.Err(); err != nil {
 			return source.Batch{}, err
 		}
-		events, err := r.query(ctx, max)
+		events, err := r.query(ctx, max, maxBytes)
 		if err != nil {
 			if ctx.Err() != nil {
 				return source.Batch{}, ctx.Err()
@@ -544,22 +559,30 @@ func (r *reader) Read(ctx context.Context, max int, wait time.Duration) (source.
 	}
 }
 
-func (r *reader) query(ctx context.Context, max int) ([]source.Event, error) {
+// query reads up to max events after r.last, stopping before the one that would take their
+// data past maxBytes (the first is always taken). Rows are read one at a time, so the events
+// not taken are never loaded.
+func (r *reader) query(ctx context.Context, max, maxBytes int) ([]source.Event, error) {
 	rows, err := r.j.readStmt.QueryContext(ctx, r.shard, r.last, max)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var events []source.Event
+	size := 0
 	for rows.Next() {
 		var seq int64
 		e := source.Event{ShardID: r.id}
 		if err := rows.Scan(&seq, &e.PartitionKey, &e.ArrivalMs, &e.Data); err != nil {
 			return nil, err
 		}
-		if events == nil {
-			events = make([]source.Event, 0, max)
+		if len(events) > 0 && size+len(e.Data) > maxBytes {
+			break // left for the next read
 		}
+		if events == nil {
+			events = make([]source.Event, 0, min(max, 64))
+		}
+		size += len(e.Data)
 		e.Seq = strconv.FormatInt(seq, 10)
 		events = append(events, e)
 		r.last = seq
@@ -597,4 +620,7 @@ func wrapBusy(err error) error {
 	return err
 }
 
-var _ source.Source = (*Journal)(nil)
+var (
+	_ source.Source            = (*Journal)(nil)
+	_ source.ByteBoundedReader = (*reader)(nil)
+)
