@@ -281,3 +281,17 @@ func TestSIGTERMDuringStart(t *testing.T) {
 	require.Positive(t, clean, "no run got as far as catching the signal")
 	t.Logf("%d of 13 runs caught the signal and exited 0; the others died of it before Go's handler was installed", clean)
 }
+
+// TestHelpTexts: --help says what the flags of this change do: --cursor-every also sets how
+// long handled documents stay invisible; --busy-timeout is on the commands that open the store
+// or the journal, with its range.
+func TestHelpTexts(t *testing.T) {
+	help := projhost(t, "run", "--help")
+	require.Contains(t, help, "stay invisible to queries for up to this long")
+	for _, c := range [][]string{{"run"}, {"status"}, {"query"}, {"resume"}, {"deadletters", "list"}, {"journal", "append"}, {"journal", "create"}, {"sql"}} {
+		h := projhost(t, append(c, "--help")...)
+		require.Contains(t, h, "--busy-timeout", c)
+		require.Contains(t, h, "1ms to 1h0m0s", c)
+	}
+	require.Contains(t, projhost(t, "sql", "--help"), "--timeout duration")
+}

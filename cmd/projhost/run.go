@@ -56,6 +56,7 @@ save cursors, release leases and exit 0.`,
 				return fmt.Errorf("--log-level %q: use debug, info, warn or error", logLevel)
 			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			slog.SetDefault(logger) // the AWS SDK's lines too (internal/dynamotables routes them to slog.Default())
 			ctx, stop := gracefulContext(cmd.Context(), logger)
 			defer stop()
 			started = false
