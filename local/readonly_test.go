@@ -2,9 +2,7 @@ package local
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/projhost/projhost/internal/readonlyfs"
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/shardmap"
 )
@@ -150,19 +149,10 @@ func TestReadOnlyDirectory(t *testing.T) {
 		require.NoError(t, err)
 		return
 	}
-	var wrap []string
-	if os.Getuid() == 0 {
-		p, err := exec.LookPath("setpriv")
-		if err != nil {
-			t.Skip("running as root without setpriv: cannot drop the permission to write")
-		}
-		wrap = []string{p, "--reuid=65534", "--regid=65534", "--clear-groups"}
-	}
-	base, err := os.MkdirTemp("", "projhost-ro-")
-	require.NoError(t, err)
-	t.Cleanup(func() { chmodAll(base, 0o755, 0o644); os.RemoveAll(base) })
+	wrap := readonlyfs.Wrapper(t)
+	base := readonlyfs.TempDir(t)
 	bin := filepath.Join(base, "local.test")
-	copyFile(t, os.Args[0], bin, 0o755)
+	readonlyfs.Copy(t, os.Args[0], bin, 0o755)
 
 	for _, tt := range []struct {
 		name    string
@@ -180,9 +170,8 @@ func TestReadOnlyDirectory(t *testing.T) {
 				_, err = os.Stat(filepath.Join(dir, FileName+"-shm"))
 				require.NoError(t, err, "a writer has the -shm file")
 			}
-			require.NoError(t, os.Chmod(base, 0o755))
-			chmodAll(dir, 0o555, 0o444)
-			defer chmodAll(dir, 0o755, 0o644)
+			readonlyfs.Chmod(dir, 0o555, 0o444)
+			defer readonlyfs.Chmod(dir, 0o755, 0o644)
 			argv := append(append([]string{}, wrap...), bin, "-test.run=^TestReadOnlyDirectory$")
 			cmd := exec.Command(argv[0], argv[1:]...)
 			cmd.Env = append(os.Environ(), roChildEnv+"="+dir)
@@ -191,27 +180,4 @@ func TestReadOnlyDirectory(t *testing.T) {
 			require.Contains(t, string(out), wantRead)
 		})
 	}
-}
-
-func chmodAll(dir string, dirMode, fileMode os.FileMode) {
-	_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err != nil {
-			return nil
-		}
-		if info.IsDir() {
-			return os.Chmod(p, dirMode)
-		}
-		return os.Chmod(p, fileMode)
-	})
-}
-
-func copyFile(t *testing.T, from, to string, mode os.FileMode) {
-	t.Helper()
-	in, err := os.Open(from)
-	require.NoError(t, err)
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	require.NoError(t, err)
-	_, err = io.Copy(out, in)
-	require.NoError(t, errors.Join(err, out.Close()))
 }

@@ -10,8 +10,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +22,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/projhost/projhost/internal/flightcheck"
+	"github.com/projhost/projhost/internal/readonlyfs"
 	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/local"
 )
@@ -125,26 +124,17 @@ func TestReadVerbsWhileLocked(t *testing.T) {
 // without write permission; as root the commands run as user nobody), the read verbs work
 // and a missing store is reported as such.
 func TestReadVerbsReadOnlyDirectory(t *testing.T) {
-	var wrap []string
-	if os.Getuid() == 0 {
-		p, err := exec.LookPath("setpriv")
-		if err != nil {
-			t.Skip("running as root without setpriv: cannot drop the permission to write")
-		}
-		wrap = []string{p, "--reuid=65534", "--regid=65534", "--clear-groups"}
-	}
+	wrap := readonlyfs.Wrapper(t)
 	dir := projectedDir(t)
-	base, err := os.MkdirTemp("", "projhost-ro-")
-	require.NoError(t, err)
-	t.Cleanup(func() { chmodTree(base, 0o755, 0o644); os.RemoveAll(base) })
+	base := readonlyfs.TempDir(t)
 	bin := filepath.Join(base, "projhost")
-	copyTo(t, binPath, bin, 0o755)
+	readonlyfs.Copy(t, binPath, bin, 0o755)
 	ro := filepath.Join(base, "data")
 	require.NoError(t, os.Mkdir(ro, 0o755))
 	for _, f := range []string{"journal.db", local.FileName, local.LeaseFileName} {
-		copyTo(t, filepath.Join(dir, f), filepath.Join(ro, f), 0o644)
+		readonlyfs.Copy(t, filepath.Join(dir, f), filepath.Join(ro, f), 0o644)
 	}
-	chmodTree(base, 0o555, 0o444)
+	readonlyfs.Chmod(base, 0o555, 0o444)
 	require.NoError(t, os.Chmod(bin, 0o555))
 	for _, v := range readVerbs(ro) {
 		r := cli(t, wrap, bin, v.args...)
@@ -158,29 +148,6 @@ func TestReadVerbsReadOnlyDirectory(t *testing.T) {
 	r := cli(t, wrap, bin, "query", "--data", base, "--name", "f", "--collection", "airports")
 	require.Error(t, r.err)
 	require.Contains(t, r.stderr, "no embedded store in "+base)
-}
-
-func chmodTree(dir string, dirMode, fileMode os.FileMode) {
-	_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err != nil {
-			return nil
-		}
-		if info.IsDir() {
-			return os.Chmod(p, dirMode)
-		}
-		return os.Chmod(p, fileMode)
-	})
-}
-
-func copyTo(t *testing.T, from, to string, mode os.FileMode) {
-	t.Helper()
-	in, err := os.Open(from)
-	require.NoError(t, err)
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	require.NoError(t, err)
-	_, err = io.Copy(out, in)
-	require.NoError(t, errors.Join(err, out.Close()))
 }
 
 // TestFlagValidation: flags out of range are refused with a one-line error naming the flag
