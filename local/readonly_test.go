@@ -181,3 +181,24 @@ func TestReadOnlyDirectory(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenWhileLocked: opening a store of the current schema takes no write lock, so a new
+// worker starts while another process holds both files' locks (a paused worker); its reads
+// work at once and its writes wait for the lock.
+func TestOpenWhileLocked(t *testing.T) {
+	dir := t.TempDir()
+	seedStore(t, dir)
+	w, err := Open(dir)
+	require.NoError(t, err)
+	defer w.Close()
+	lockMain(t, w)
+	lockLeases(t, w)
+	s, err := Open(dir, WithBusyTimeout(20*time.Millisecond))
+	require.NoError(t, err)
+	defer s.Close()
+	got, err := readAll(context.Background(), s)
+	require.NoError(t, err)
+	require.Equal(t, wantRead, got)
+	_, err = s.Cursors().Claim(context.Background(), "p", "s", 2)
+	require.ErrorIs(t, err, ErrBusy)
+}

@@ -233,6 +233,18 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
+// current reports whether both files already have SchemaVersion: then Open needs no write
+// transaction, and starts while another process holds a write lock (a paused worker).
+func (s *Store) current() bool {
+	for _, db := range []*sql.DB{s.db, s.ldb} {
+		var v int
+		if err := db.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != SchemaVersion {
+			return false
+		}
+	}
+	return true
+}
+
 // OpenReadOnly opens the existing store in dir for reading only: both files read-only
 // (SQLite mode=ro and query_only), nothing created, migrated or locked for writing, so it
 // answers while another process holds a write lock (WAL readers never wait for writers) and
@@ -384,8 +396,12 @@ const movedLeasesVersion = 3
 // migrate brings projhost.db to SchemaVersion and creates leases.db, moving the leases of an
 // older projhost.db there. All of it runs inside projhost.db's write transaction: concurrent
 // Opens wait for it, and a migration interrupted by a crash is redone from the start (leases.db
-// is used only once the old table is gone).
+// is used only once the old table is gone). Files already at SchemaVersion need nothing: no
+// transaction is begun.
 func (s *Store) migrate(ctx context.Context) error {
+	if s.current() {
+		return nil
+	}
 	return s.write(ctx, func(tx *sql.Tx) error {
 		var v int
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
