@@ -37,7 +37,8 @@
 // commits of projhost.db wait the busy timeout and fail with ErrBusy (their callers retry:
 // store errors are never charged to an event), and nothing is lost; their lease writes, in
 // leases.db, go on, so they keep their leases and take the paused process's after the lease
-// duration (their cursor claims then wait for the lock too). Killing the paused process frees
+// duration (their cursor claims then wait for the lock too); Open of a store at the current
+// schema takes no lock, so a new process starts too. Killing the paused process frees
 // the lock at once (the OS drops its file locks; its unfinished transaction is rolled back).
 // The window in which a pause holds leases.db's lock is a lease write's (a fraction of a
 // millisecond per renewal round): a process paused there stops every renewal until it
