@@ -55,14 +55,7 @@ const wantRead = "lease s/active owner w; cursor 7 epoch 1; doc {\"n\":1}"
 // the context's deadline a minute, so a read that waited for the lock would fail. Writes
 // through it are refused, not queued.
 func TestReadOnlyWhileLocked(t *testing.T) {
-	dir := t.TempDir()
-	seedStore(t, dir)
-	w, err := Open(dir)
-	require.NoError(t, err)
-	defer w.Close()
-	lockMain(t, w)
-	lockLeases(t, w)
-
+	dir := lockedStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := OpenReadOnly(dir, WithBusyTimeout(time.Hour))
@@ -76,6 +69,20 @@ func TestReadOnlyWhileLocked(t *testing.T) {
 	require.Error(t, err)
 	require.NotErrorIs(t, err, ErrBusy, "a write through a read-only store fails at once")
 	require.Contains(t, err.Error(), "readonly")
+}
+
+// lockedStore returns the directory of a seeded store whose two files another connection
+// holds write-locked until t ends (as a worker paused inside a write would).
+func lockedStore(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	seedStore(t, dir)
+	w, err := Open(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { w.Close() })
+	lockMain(t, w)
+	lockLeases(t, w)
+	return dir
 }
 
 // lockLeases is lockMain for leases.db.
@@ -186,13 +193,7 @@ func TestReadOnlyDirectory(t *testing.T) {
 // worker starts while another process holds both files' locks (a paused worker); its reads
 // work at once and its writes wait for the lock.
 func TestOpenWhileLocked(t *testing.T) {
-	dir := t.TempDir()
-	seedStore(t, dir)
-	w, err := Open(dir)
-	require.NoError(t, err)
-	defer w.Close()
-	lockMain(t, w)
-	lockLeases(t, w)
+	dir := lockedStore(t)
 	s, err := Open(dir, WithBusyTimeout(20*time.Millisecond))
 	require.NoError(t, err)
 	defer s.Close()
