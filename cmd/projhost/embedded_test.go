@@ -100,24 +100,42 @@ func readVerbs(dir string) []struct {
 
 // TestReadVerbsWhileLocked: with the write locks of projhost.db, leases.db and journal.db
 // held by another process (a worker paused inside a write), every read verb answers at once
-// even with a busy timeout of an hour, and a write verb fails after its busy timeout with a
-// message naming the directory and the flag.
+// even with a busy timeout of an hour, and the write verbs (resume of a stopped shard, journal
+// append) fail after their busy timeout with a message naming the file and the flag.
 func TestReadVerbsWhileLocked(t *testing.T) {
 	dir := projectedDir(t)
+	stopShard(t, dir, "f", "shardId-000000000000")
 	holdWriteLocks(t, filepath.Join(dir, local.FileName), filepath.Join(dir, local.LeaseFileName), filepath.Join(dir, "journal.db"))
 	for _, v := range readVerbs(dir) {
 		r := cli(t, nil, binPath, append(v.args, "--busy-timeout", "1h")...)
 		require.NoError(t, r.err, "%v: %s", v.args, r.stderr)
 		require.Contains(t, r.stdout, v.want, v.args)
 	}
-	r := cli(t, nil, binPath, "resume", "--data", dir, "--name", "f", "--busy-timeout", "100ms")
-	require.Error(t, r.err)
-	msg := strings.TrimSpace(r.stderr)
-	require.NotContains(t, msg, "\n", "one line")
-	for _, want := range []string{"locked by another process", dir, "busy timeout of 100ms", "paused or stuck", "--busy-timeout"} {
-		require.Contains(t, msg, want)
+	for _, args := range [][]string{
+		{"resume", "--data", dir, "--name", "f", "--busy-timeout", "100ms"},
+		{"journal", "append", "--data", dir, "--busy-timeout", "100ms", flightcheck.DataPath("flights-2k.json")},
+	} {
+		r := cli(t, nil, binPath, args...)
+		require.Error(t, r.err, args)
+		msg := strings.TrimSpace(r.stderr)
+		require.NotContains(t, msg, "\n", "one line")
+		for _, want := range []string{"locked by another process", dir, "busy timeout of 100ms", "paused or stuck", "--busy-timeout"} {
+			require.Contains(t, msg, want, args)
+		}
+		require.NotContains(t, msg, "WithBusyTimeout")
 	}
-	require.NotContains(t, msg, "WithBusyTimeout")
+}
+
+// stopShard records shard of projection as stopped by the stop policy, in the store in dir.
+func stopShard(t *testing.T, dir, projection, shard string) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := local.Open(dir)
+	require.NoError(t, err)
+	defer s.Close()
+	c, err := s.Cursors().Get(ctx, projection, shard)
+	require.NoError(t, err)
+	require.NoError(t, s.Cursors().Stop(ctx, projection, shard, c.Epoch, "stopped by the test"))
 }
 
 // TestReadVerbsReadOnlyDirectory: on a directory nobody may write (files and directory

@@ -83,7 +83,7 @@ var (
 	// ErrBusy is returned when another process held the write lock longer than the busy timeout
 	// (an appender or worker paused or stuck inside a write holds it until it continues or is
 	// killed).
-	ErrBusy = errors.New("journal: the journal is locked by another process (a paused or stuck appender?) for longer than the busy timeout")
+	ErrBusy = errors.New("journal: the journal is locked by another process")
 )
 
 // AppendEvent is one event to append.
@@ -126,6 +126,7 @@ type Journal struct {
 	shards   int
 	ids      []string // shard ids by index
 	poll     time.Duration
+	busy     time.Duration
 	wmu      sync.Mutex // serialises this process's appends (other processes: SQLite's lock)
 	readStmt *sql.Stmt
 	headStmt *sql.Stmt
@@ -216,13 +217,13 @@ func open(dir string, shards int, opts []Option) (*Journal, error) {
 	}
 	db, err := sqlitefile.Open(path, o.busy, o.ro)
 	if err != nil {
-		return nil, fmt.Errorf("journal: open %s: %w", path, wrapBusy(err))
+		return nil, fmt.Errorf("journal: open %s: %w", path, wrapBusy(err, path, o.busy))
 	}
 	db.SetMaxIdleConns(8)
-	j := &Journal{db: db, path: path, poll: o.poll}
+	j := &Journal{db: db, path: path, poll: o.poll, busy: o.busy}
 	if err := j.init(shards); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("journal: open %s: %w", path, wrapBusy(err))
+		return nil, fmt.Errorf("journal: open %s: %w", path, wrapBusy(err, path, o.busy))
 	}
 	j.ids = make([]string, j.shards)
 	for i := range j.ids {
@@ -352,7 +353,7 @@ func (j *Journal) Append(ctx context.Context, events []AppendEvent) ([]Position,
 		var err error
 		out, err = j.appendTx(ctx, events[start:end], shardOf[start:end], out)
 		if err != nil {
-			return out, fmt.Errorf("journal: append: %w", wrapBusy(err))
+			return out, fmt.Errorf("journal: append: %w", wrapBusy(err, j.path, j.busy))
 		}
 	}
 	return out, nil
@@ -613,9 +614,13 @@ func (r *reader) batch(ctx context.Context, events []source.Event) (source.Batch
 // Close releases nothing (readers hold no resources) and exists for source.ShardReader.
 func (r *reader) Close() error { return nil }
 
-func wrapBusy(err error) error {
+// wrapBusy turns SQLITE_BUSY into ErrBusy naming the file, the timeout and what may hold the
+// lock, keeping the driver error in the chain.
+func wrapBusy(err error, path string, busy time.Duration) error {
 	if sqlitefile.IsBusy(err) {
-		return fmt.Errorf("%w: %w", ErrBusy, err)
+		return fmt.Errorf("%w: %s stayed locked for longer than the busy timeout of %s "+
+			"(a worker or appender paused or stuck inside a write? it holds the lock until it continues or is killed): %w",
+			ErrBusy, path, busy, err)
 	}
 	return err
 }
