@@ -7,6 +7,8 @@
 package container
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -33,9 +35,18 @@ type Config struct {
 
 	WorkerID string        // required: unique per worker process
 	Source   source.Source // required
+	// ModuleID is the handler module's identity (ModuleID(bytes): "sha256:<hex>"), written on
+	// every lease this worker takes or renews. A worker whose ModuleID differs from that of a
+	// live worker of the same projection refuses to start (Run returns a
+	// *shardmap.ModuleConflictError), so a read model never mixes two handlers. Default "": no
+	// identity, no check (tests, embedders that guarantee one module themselves).
+	ModuleID string
 
-	BatchSize         int           // max events per read and handler call; default 500
-	BatchWait         time.Duration // max wait for a batch to fill; default 200ms
+	BatchSize int // max events per read and handler call; default 500
+	// BatchWait is the max wait for a batch to fill; default 200ms. A shard found idle (no new
+	// events, everything committed) is then read less often: BatchWait, doubling, up to
+	// IdleReadMax between reads.
+	BatchWait         time.Duration
 	LeaseDuration     time.Duration // default shardmap.DefaultLeaseDuration (6s); at least 1s
 	MaxStealsPerRound int           // default 1; stealing cannot be turned off here
 	// ShardSync is how often the shard list is read again (new shards get leases; ended ones
@@ -97,4 +108,11 @@ func (c *Config) Validate() error {
 		c.ControlCheck = DefaultControlCheck
 	}
 	return nil
+}
+
+// ModuleID returns the identity of a handler module for Config.ModuleID: "sha256:" and the
+// lowercase hex SHA-256 of its bytes (the .wasm file as loaded).
+func ModuleID(wasm []byte) string {
+	sum := sha256.Sum256(wasm)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

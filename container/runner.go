@@ -53,11 +53,15 @@ type shardRun struct {
 	release chan struct{}      // graceful: flush, save, release
 	done    chan struct{}
 	relOnce sync.Once
-	ended   atomic.Bool   // the acquisition's lost, released or finished event was reported
-	endedCh chan struct{} // closed then
+	ended   atomic.Bool // the acquisition's lost, released or finished event was reported
+	// caughtUp: the last read found nothing new, nothing behind, and everything handled is
+	// committed (the until-caught-up watcher asks the stores only when every shard says so).
+	caughtUp atomic.Bool
+	endedCh  chan struct{} // closed then
 
 	mu      sync.Mutex
 	replays []deadletter.Letter // requested replays handed over by the control loop
+	stopWhy string              // why shutdown canceled the loop ("" when it did not)
 }
 
 func (s *shardRun) requestRelease() { s.relOnce.Do(func() { close(s.release) }) }
@@ -88,6 +92,7 @@ func New(cfg Config) (*Runner, error) {
 		shardmap.WithLogger(cfg.Logger),
 		shardmap.WithMaxStealsPerRound(cfg.MaxStealsPerRound),
 		shardmap.WithLeaseDuration(cfg.LeaseDuration),
+		shardmap.WithModule(cfg.ModuleID),
 		shardmap.WithEvents(shardmap.Events{
 			Acquired:         r.onAcquired,
 			Lost:             r.onLost,
@@ -156,10 +161,15 @@ func (r *Runner) Owned() []string {
 }
 
 // Run processes shards until ctx is cancelled (graceful: every shard finishes its batch,
-// commits and releases its lease; Run then returns nil) or, with UntilCaughtUp, until every
+// commits and releases its lease; Run then returns nil; a shard still in its batch after
+// LeaseDuration, such as a trusted handler in a runaway loop, is interrupted without saving
+// and its lease released, so Run returns within about LeaseDuration plus the releases) or, with UntilCaughtUp, until every
 // shard is caught up (nil), a shard is stopped (ErrShardStopped) or a cursor is past its
 // shard's head (ErrCursorBeyondHead). It returns an error at start when the shard list or the
-// lease store is unreachable.
+// lease store is unreachable. With Config.ModuleID set, it returns a
+// *shardmap.ModuleConflictError (wrapping shardmap.ErrModuleConflict) when another worker is
+// live on the projection with a different module: it then has processed nothing (it waits up
+// to one lease duration to tell a live worker's leases from a dead one's).
 func (r *Runner) Run(ctx context.Context) error {
 	if err := r.syncShards(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -185,12 +195,16 @@ func (r *Runner) Run(ctx context.Context) error {
 		bg.Add(1)
 		go func() { defer bg.Done(); watchErr = r.watchCaughtUp(mgrCtx, stopMgr) }()
 	}
-	if err := r.mgr.Run(mgrCtx); err != nil && mgrCtx.Err() == nil {
-		r.log.Error("lease manager stopped", "err", err)
+	mgrErr := r.mgr.Run(mgrCtx)
+	if mgrErr != nil && mgrCtx.Err() == nil && !errors.Is(mgrErr, shardmap.ErrModuleConflict) {
+		r.log.Error("lease manager stopped", "err", mgrErr)
 	}
 	stopMgr()
 	bg.Wait()
 	r.shutdown(ctx)
+	if errors.Is(mgrErr, shardmap.ErrModuleConflict) {
+		return mgrErr
+	}
 	return watchErr
 }
 
@@ -202,7 +216,26 @@ func (r *Runner) shutdown(ctx context.Context) {
 		s.requestRelease()
 	}
 	r.mu.Unlock()
-	r.wg.Wait()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(r.cfg.LeaseDuration):
+		// No lease is renewed any more: past the lease duration a shard's commit would be
+		// refused anyway. Interrupt what still runs (a trusted handler in a long batch or a
+		// loop, a store that does not answer); the next owner replays from the saved cursor.
+		r.mu.Lock()
+		for id, s := range r.shards {
+			why := fmt.Sprintf("worker stopping: the shard did not finish its batch within the lease duration (%v); interrupted without saving", r.cfg.LeaseDuration)
+			r.log.Warn("stopping: interrupting a shard that did not finish its batch in time", "shard", id, "waited", r.cfg.LeaseDuration)
+			s.mu.Lock()
+			s.stopWhy = why
+			s.mu.Unlock()
+			s.cancel()
+		}
+		r.mu.Unlock()
+		<-done
+	}
 	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := r.mgr.ReleaseAll(relCtx); err != nil {

@@ -26,8 +26,8 @@ var (
 	// -buildmode=c-shared does not exit when it panics: it prints the panic to stderr and aborts,
 	// which is ErrTrap with "the Go guest panicked: panic: ..." in the message; see RATIONALE.md.)
 	ErrExit = errors.New("handler exited")
-	// ErrDeadline: a handler call did not return within the batch deadline. The instance is
-	// discarded.
+	// ErrDeadline: a handler call did not return within the batch deadline (or returned after
+	// the host refused it memory growth past the deadline). The instance is discarded.
 	ErrDeadline = errors.New("handler exceeded the batch deadline")
 	// ErrBadOutput: the guest returned a malformed or out-of-bounds output (ABI.md §4), or
 	// projhost_alloc returned an out-of-bounds buffer. Nothing of the output is applied and the

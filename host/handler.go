@@ -14,6 +14,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/projhost/projhost/event"
@@ -49,8 +50,13 @@ type Handler struct {
 	events    []wasmabi.Event // reused conversion buffer; aliases the caller's events
 	call      callState
 	instances int
-	intr      interrupter // deadline of instrumented modules
+	intr      interrupter // deadline and context of instrumented modules
 	colls     []string    // collection names read so far (collName)
+	// lm is the current instance's memory when the host allocator backs it (memory.go); pinned
+	// is the memory the current Handle call pinned, unpinned when the call returns.
+	lm        *linearMemory
+	pinned    *linearMemory
+	allocator experimental.MemoryAllocator
 }
 
 // callState is the state of the current projhost_handle call, read by the host functions.
@@ -70,13 +76,53 @@ type callState struct {
 // the shard is released.
 func (m *Module) NewHandler(shardID string) *Handler {
 	lg := m.logger.With("shard", shardID)
-	return &Handler{
+	h := &Handler{
 		mod:    m,
 		shard:  shardID,
 		logger: lg,
 		stdout: &lineWriter{logger: lg, level: slog.LevelInfo, stream: "stdout"},
 		stderr: &lineWriter{logger: lg, level: slog.LevelWarn, stream: "stderr"},
 		stack:  make([]uint64, 2),
+	}
+	if hostMemory != nil {
+		h.allocator = experimental.MemoryAllocatorFunc(h.allocate)
+	}
+	return h
+}
+
+// allocate backs the memory of the instance being created (memory.go), pinned for the Handle
+// call creating it. When the address space cannot be reserved it falls back to Go memory.
+func (h *Handler) allocate(_, max uint64) experimental.LinearMemory {
+	lm, err := newLinearMemory(hostMemory, max, &h.intr)
+	if err != nil {
+		h.logger.Warn("cannot reserve the guest's memory; using Go memory instead (growth copies it, and the GC frees it late)",
+			"bytes", max, "err", err)
+		return &heapMemory{max: max}
+	}
+	h.lm, h.pinned = lm, lm
+	return lm
+}
+
+// errGrowRefused: a guest call returned after the host refused it memory because the call was
+// interrupted (memory.go); it is handled as the interruption.
+var errGrowRefused = errors.New("host: memory growth refused after the deadline")
+
+// callGuest calls f with stack. A call that returned although the host refused it a memory growth
+// because it was interrupted fails (errGrowRefused): it went on with a memory.grow failure a
+// timely call would not have seen.
+func (h *Handler) callGuest(ctx context.Context, f api.Function, stack []uint64) error {
+	err := f.CallWithStack(ctx, stack)
+	if err == nil && h.lm != nil && h.lm.takeRefused() {
+		return errGrowRefused
+	}
+	return err
+}
+
+// unpin ends the pin of the current call (see allocate and Handle).
+func (h *Handler) unpin() {
+	if h.pinned != nil {
+		h.pinned.unpin()
+		h.pinned = nil
 	}
 }
 
@@ -86,6 +132,17 @@ func (h *Handler) Instances() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.instances
+}
+
+// MemorySize returns the size in bytes of the current instance's linear memory (a multiple of
+// 64 KiB; at most the runtime's memory limit), 0 without an instance.
+func (h *Handler) MemorySize() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mem == nil {
+		return 0
+	}
+	return uint64(h.mem.Size())
 }
 
 // Close closes the current instance. Handle returns ErrClosed afterwards.
@@ -103,8 +160,8 @@ func (h *Handler) discard(ctx context.Context) error {
 		return nil
 	}
 	h.intr.attach(nil)
-	err := h.inst.Close(ctx)
-	h.inst, h.mem, h.alloc, h.handle = nil, nil, nil, nil
+	err := h.inst.Close(ctx) // frees the memory (at once, or when the pinning call returns)
+	h.inst, h.mem, h.alloc, h.handle, h.lm = nil, nil, nil, nil, nil
 	var ee *sys.ExitError
 	if errors.As(err, &ee) {
 		err = nil // already closed by an exit or the deadline
@@ -156,14 +213,29 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 
 	callCtx := context.WithValue(ctx, handlerKey{}, h)
 	switch {
-	case h.mod.cfg.trusted:
 	case h.mod.interruptible:
-		h.intr.arm(ctx, h.mod.cfg.deadline)
+		deadline := h.mod.cfg.deadline
+		if h.mod.cfg.trusted {
+			deadline = 0 // the caller's context only
+		}
+		h.intr.arm(ctx, deadline)
 		defer h.intr.disarm()
+	case h.mod.cfg.trusted:
+		// wazero's WithCloseOnContextDone stops the guest when ctx ends.
 	default:
 		var cancel context.CancelFunc
 		callCtx, cancel = context.WithTimeout(callCtx, h.mod.cfg.deadline)
 		defer cancel()
+	}
+	// The guest's memory stays mapped until the call returns, even if the instance is closed
+	// under it (Runtime.Close): the host still reads and writes it.
+	defer h.unpin()
+	if h.inst != nil && h.lm != nil {
+		h.pinned = h.lm
+		if !h.pinned.pin() {
+			h.discard(ctx)
+			return nil, fmt.Errorf("host: module %q shard %s: the instance was closed: %w (Close the handlers before their module and runtime)", h.mod.name, h.shard, ErrClosed)
+		}
 	}
 	if h.inst == nil {
 		if err := h.instantiate(ctx, callCtx, first, last); err != nil {
@@ -173,7 +245,7 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 	h.stderr.resetCapture()
 
 	h.stack[0] = uint64(size)
-	if err := h.alloc.CallWithStack(callCtx, h.stack); err != nil {
+	if err := h.callGuest(callCtx, h.alloc, h.stack); err != nil {
 		return nil, h.callFailed(ctx, err, wasmabi.ExportAlloc, first, last)
 	}
 	ptr := api.DecodeU32(h.stack[0])
@@ -194,7 +266,7 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 
 	h.call = callState{inHandle: true, reader: reader}
 	h.stack[0], h.stack[1] = uint64(ptr), uint64(size)
-	err = h.handle.CallWithStack(callCtx, h.stack)
+	err = h.callGuest(callCtx, h.handle, h.stack)
 	failed, failMsg := h.call.failed, h.call.failMsg
 	h.call = callState{}
 	if err != nil {
@@ -229,8 +301,16 @@ func (h *Handler) instantiate(ctx, callCtx context.Context, first, last string) 
 		WithStdout(h.stdout).
 		WithStderr(h.stderr)
 	h.stderr.resetCapture()
-	inst, err := h.mod.wrt.InstantiateModule(callCtx, h.mod.compiled, cfg)
+	ictx := callCtx
+	if h.allocator != nil {
+		ictx = experimental.WithMemoryAllocator(callCtx, h.allocator)
+	}
+	inst, err := h.mod.wrt.InstantiateModule(ictx, h.mod.compiled, cfg)
 	if err != nil {
+		if h.lm != nil { // wazero does not free the memory of a failed instantiation
+			h.lm.Free()
+			h.lm = nil
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("host: module %q shard %s: instantiating: %w", h.mod.name, h.shard, ctx.Err())
 		}
@@ -245,7 +325,7 @@ func (h *Handler) instantiate(ctx, callCtx context.Context, first, last string) 
 		}
 		h.intr.attach(g)
 		if h.mod.hasStart {
-			if err := inst.ExportedFunction(startExport).CallWithStack(callCtx, nil); err != nil {
+			if err := h.callGuest(callCtx, inst.ExportedFunction(startExport), nil); err != nil {
 				return h.callFailed(ctx, err, "instantiating (start section)", first, last)
 			}
 		}
@@ -259,7 +339,7 @@ func (h *Handler) instantiate(ctx, callCtx context.Context, first, last string) 
 		return fmt.Errorf("%w %q: instance lacks memory, %s or %s", ErrInvalidModule, h.mod.name, wasmabi.ExportAlloc, wasmabi.ExportHandle)
 	}
 	if h.mod.hasInit {
-		if err := inst.ExportedFunction(wasmabi.ExportInitialize).CallWithStack(callCtx, nil); err != nil {
+		if err := h.callGuest(callCtx, inst.ExportedFunction(wasmabi.ExportInitialize), nil); err != nil {
 			return h.callFailed(ctx, err, wasmabi.ExportInitialize, first, last)
 		}
 	}
@@ -331,7 +411,7 @@ func (h *Handler) memoryHint() string {
 	limit := uint64(h.mod.rt.cfg.memPages)
 	pages := uint64(h.mem.Size()) / 65536
 	if pages*10 >= limit*9 { // within 10% of the cap: memory.grow probably failed
-		return fmt.Sprintf("; guest memory is at %d of at most %d pages (%d MiB): fix the handler's memory use or raise the memory limit", pages, limit, limit>>4)
+		return fmt.Sprintf("; guest memory is at %d of at most %d pages (%s): fix the handler's memory use or raise the memory limit", pages, limit, FormatMemoryLimit(uint32(limit)))
 	}
 	return ""
 }

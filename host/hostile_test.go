@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -167,7 +168,7 @@ func TestHostileRun(t *testing.T) {
 	}{
 		{"infinite loop", "loop", ErrDeadline, []string{"projhost_handle did not return within the 300ms batch deadline"}, true},
 		{"loop in start section", "start_loop", ErrDeadline, []string{"instantiating (start section) did not return within the 300ms"}, true},
-		{"memory bomb", "membomb", ErrTrap, []string{"unreachable", "guest memory is at 241 of at most 256 pages (16 MiB)"}, true},
+		{"memory bomb", "membomb", ErrTrap, []string{"unreachable", "guest memory is at 241 of at most 256 pages (16MiB)"}, true},
 		{"output pointer out of bounds", "oob_output", ErrBadOutput, []string{"output range 2147418112..2147418212 is outside guest memory (65536 bytes)"}, true},
 		{"output straddles the end", "straddle_output", ErrBadOutput, []string{"output range 65530..65630 is outside guest memory"}, true},
 		{"garbage output", "garbage_output", ErrBadOutput, []string{"output ABI version", "nothing was applied"}, true},
@@ -298,22 +299,26 @@ func TestGoGuestPanic(t *testing.T) {
 	goodBatch(t, rt)
 }
 
-// TestCallerCancel: canceling the caller's context interrupts a runaway guest; the error is the
-// context's (infrastructure), not a HandlerError, and the instance is replaced.
+// TestCallerCancel: canceling the caller's context interrupts a runaway guest, trusted or not;
+// the error is the context's (infrastructure), not a HandlerError, and the instance is replaced.
 func TestCallerCancel(t *testing.T) {
 	rt, _ := newTestRuntime(t)
-	m := load(t, rt, "loop", wat(t, "loop"), WithBatchDeadline(time.Minute))
-	h := m.NewHandler("s1")
-	defer h.Close(context.Background())
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	_, err := h.Handle(ctx, evs("s1", 1, "A", `{}`), NewMemReadModel())
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
+	for _, trusted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("trusted=%v", trusted), func(t *testing.T) {
+			m := load(t, rt, "loop", wat(t, "loop"), WithBatchDeadline(time.Minute), WithTrusted(trusted))
+			h := m.NewHandler("s1")
+			defer h.Close(context.Background())
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			_, err := h.Handle(ctx, evs("s1", 1, "A", `{}`), NewMemReadModel())
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err = %v, want context.DeadlineExceeded", err)
+			}
+			var he *HandlerError
+			if errors.As(err, &he) {
+				t.Fatalf("caller cancellation reported as a handler error: %v", err)
+			}
+			goodBatch(t, rt)
+		})
 	}
-	var he *HandlerError
-	if errors.As(err, &he) {
-		t.Fatalf("caller cancellation reported as a handler error: %v", err)
-	}
-	goodBatch(t, rt)
 }

@@ -16,7 +16,8 @@ func init() {
 }
 
 // TestInstrumentModules: every example and hand-written module is instrumented (not run under
-// wazero's slower fallback) when untrusted, never when trusted. The rewrite itself is tested in
+// wazero's slower fallback), trusted or not: a trusted module keeps the GC-safe points and the
+// context check, only the deadline timer is gone. The rewrite itself is tested in
 // internal/looprewrite.
 func TestInstrumentModules(t *testing.T) {
 	rt, _ := newTestRuntime(t)
@@ -38,8 +39,8 @@ func TestInstrumentModules(t *testing.T) {
 			if m.hasStart != wantStart {
 				t.Errorf("hasStart = %v, want %v", m.hasStart, wantStart)
 			}
-			if tm := load(t, rt, name, w, WithTrusted(true)); tm.interruptible {
-				t.Errorf("trusted module instrumented")
+			if tm := load(t, rt, name, w, WithTrusted(true)); !tm.interruptible || !tm.Trusted() {
+				t.Errorf("trusted module: interruptible %v, trusted %v; want both", tm.interruptible, tm.Trusted())
 			}
 		})
 	}

@@ -9,8 +9,9 @@ import (
 )
 
 // interrupter enforces the batch deadline of an instrumented module (instrument.go): while armed,
-// a timer and the caller's context set the instance's interruptExport global, which makes the
-// guest trap within looprewrite.Period checks (loop headers and entries of calling functions).
+// a timer (none for a trusted module) and the caller's context set the instance's
+// interruptExport global, which makes the guest trap within looprewrite.Period checks (loop
+// headers and entries of calling functions), and make memory.grow fail (memory.go).
 // One per Handler; its methods are called with the Handler's mutex held, except fire, which runs
 // on timer and context goroutines.
 type interrupter struct {
@@ -18,6 +19,7 @@ type interrupter struct {
 	flag   api.MutableGlobal // the current instance's global; nil without an instance
 	armed  bool
 	fired  bool
+	timed  bool // the current call has a deadline (the timer runs)
 	timer  *time.Timer
 	fireFn func()
 	stop   func() bool // context.AfterFunc's stop of the current call, nil when none
@@ -26,18 +28,20 @@ type interrupter struct {
 	paused   time.Time // start of the current pause; zero when running
 }
 
-// arm starts the deadline d of one call and watches ctx.
+// arm starts the deadline d of one call (none when d <= 0: trusted modules) and watches ctx.
 func (it *interrupter) arm(ctx context.Context, d time.Duration) {
 	it.mu.Lock()
-	it.armed, it.fired = true, false
+	it.armed, it.fired, it.timed = true, false, d > 0
 	it.deadline, it.paused = time.Now().Add(d), time.Time{}
 	it.mu.Unlock()
 	if it.fireFn == nil {
 		it.fireFn = it.fire
 	}
-	if it.timer == nil {
+	switch {
+	case d <= 0:
+	case it.timer == nil:
 		it.timer = time.AfterFunc(d, it.fireFn)
-	} else {
+	default:
 		it.timer.Reset(d)
 	}
 	if ctx.Done() != nil {
@@ -46,12 +50,13 @@ func (it *interrupter) arm(ctx context.Context, d time.Duration) {
 }
 
 // pause stops the deadline clock while the host works for the guest (a read-model read);
-// resume restarts it with the paused time added. Both are no-ops when no call is armed (trusted
-// modules, or modules under wazero's own deadline, whose clock cannot be paused).
+// resume restarts it with the paused time added. Both are no-ops when no call is armed or the
+// call has no deadline (trusted modules, or modules under wazero's own deadline, whose clock
+// cannot be paused).
 func (it *interrupter) pause() {
 	it.mu.Lock()
 	defer it.mu.Unlock()
-	if !it.armed || it.fired || !it.paused.IsZero() || it.timer == nil {
+	if !it.armed || it.fired || !it.timed || !it.paused.IsZero() {
 		return
 	}
 	it.paused = time.Now()
@@ -70,6 +75,13 @@ func (it *interrupter) resume() {
 	if it.armed && !it.fired {
 		it.timer.Reset(it.deadline.Sub(now))
 	}
+}
+
+// interrupted reports whether the current call's deadline passed or its context ended.
+func (it *interrupter) interrupted() bool {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	return it.armed && it.fired
 }
 
 // fire interrupts the guest if a call is armed.

@@ -34,7 +34,8 @@ type Module struct {
 	hasInit  bool
 	logger   *slog.Logger
 	// interruptible: the module was instrumented (instrument.go) and runs on the runtime without
-	// WithCloseOnContextDone; its deadline is enforced through the interruptExport global.
+	// WithCloseOnContextDone; its deadline and the caller's context are enforced through the
+	// interruptExport global.
 	// hasStart: its start section was turned into the startExport function.
 	interruptible bool
 	hasStart      bool
@@ -51,11 +52,14 @@ type moduleConfig struct {
 	deadline time.Duration
 }
 
-// WithTrusted runs the module without a batch deadline, unmodified. The deadline costs little
-// (internal/looprewrite: one global load per loop iteration and per entry of a function that calls), so trust is rarely worth it; modules
-// the host cannot instrument fall back to wazero's deadline, which slows guest code 5-8x. A
-// trusted handler stuck in a loop blocks its shard forever, and canceling the context
-// passed to Handle does not interrupt it. Default false.
+// WithTrusted runs the module without a batch deadline: a handler call may run as long as it
+// takes. It does not make the module uninterruptible: trusted modules are instrumented like the
+// others (internal/looprewrite), so a trusted guest stuck in a loop still leaves native code
+// regularly (the Go GC's stop-the-world, and with it every other shard, signal handling and
+// lease renewal, keeps working) and stops with the context passed to Handle (a graceful stop,
+// a lost shard), like an untrusted one; only the timer is gone. Trust is rarely worth it: the
+// deadline's timer costs one timer reset per batch. A module the host cannot instrument runs
+// under wazero's WithCloseOnContextDone (5-8x slower guest code), trusted or not. Default false.
 func WithTrusted(trusted bool) ModuleOption {
 	return func(c *moduleConfig) { c.trusted = trusted }
 }
@@ -69,7 +73,7 @@ func WithBatchDeadline(d time.Duration) ModuleOption {
 // Name returns the module name given to Load.
 func (m *Module) Name() string { return m.name }
 
-// Trusted reports whether the module runs without a batch deadline.
+// Trusted reports whether the module runs without a batch deadline (WithTrusted).
 func (m *Module) Trusted() bool { return m.cfg.trusted }
 
 // Load validates wasm as an ABI v1 handler (wasmabi/ABI.md §1) and compiles it (once; the
@@ -105,20 +109,16 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte, opts ...Mo
 	if err := wasmbounds.Check(wasm); err != nil { // before wazero, which could run out of memory
 		return nil, invalidModule(name, "does not compile: %s", err)
 	}
-	wrt := r.deadline
-	if cfg.trusted {
-		wrt = r.trusted
-	}
+	// Prefer the instrumented module on the runtime without WithCloseOnContextDone (see
+	// instrument.go), trusted or not; fall back to wazero's mechanism when it cannot be
+	// instrumented.
+	wrt := r.fallback
 	var compiled wazero.CompiledModule
 	var err error
 	interruptible, hasStart := false, false
-	if !cfg.trusted {
-		// Prefer the instrumented module on the runtime without WithCloseOnContextDone (see
-		// instrument.go); fall back to wazero's mechanism when it cannot be instrumented.
-		if iw, start, ierr := looprewrite.Rewrite(wasm); ierr == nil {
-			if c, cerr := r.trusted.CompileModule(ctx, iw); cerr == nil {
-				compiled, wrt, interruptible, hasStart = c, r.trusted, true, start
-			}
+	if iw, start, ierr := looprewrite.Rewrite(wasm); ierr == nil {
+		if c, cerr := r.instrumented.CompileModule(ctx, iw); cerr == nil {
+			compiled, wrt, interruptible, hasStart = c, r.instrumented, true, start
 		}
 	}
 	if compiled == nil {

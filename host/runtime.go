@@ -24,6 +24,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/tetratelabs/wazero"
@@ -32,19 +34,91 @@ import (
 	"github.com/projhost/projhost/wasmabi"
 )
 
-// DefaultMemoryLimitPages is the default cap on a guest's linear memory: 16384 pages of 64 KiB =
-// 1 GiB per instance. A Go guest needs at least ~64 pages to start; flightdelays-go runs in ~5 MiB.
-const DefaultMemoryLimitPages = 16384
+// DefaultMemoryLimitPages is the default cap on a guest's linear memory: 2048 pages of 64 KiB =
+// 128 MiB per instance (DefaultMemoryLimit). A worker runs one instance per shard it owns, so a
+// hostile or leaking handler can make it hold shards × the cap (16 shards: 2 GiB); the example
+// handlers need 1-9 MiB (flightdelays-go: 5 MiB with batches of 500, 8.5 MiB with one batch of
+// 20,000 flights), and a full 4 MiB batch (projection.DefaultMaxBatchBytes) leaves a Go guest
+// ~10x headroom. 128 MB is also the smallest AWS Lambda memory size. Why it is not 1 GiB any
+// more: host/RATIONALE.md. A Go guest needs at least ~64 pages to start.
+const DefaultMemoryLimitPages = 2048
+
+// DefaultMemoryLimit is DefaultMemoryLimitPages in the form ParseMemoryLimit accepts.
+const DefaultMemoryLimit = "128MiB"
+
+// MaxMemoryLimitPages is the largest memory limit: 65536 pages = 4 GiB, all a wasm32 memory can
+// address (WebAssembly 1.0, "Memory instances").
+const MaxMemoryLimitPages = 65536
+
+// ErrBadMemoryLimit: a memory limit that ParseMemoryLimit or NewRuntime refuses; the message
+// says what is accepted.
+var ErrBadMemoryLimit = errors.New("bad memory limit")
+
+// checkMemoryLimitPages is the one rule for memory limits, shared by NewRuntime and
+// ParseMemoryLimit (and so by the CLI's --memory-limit).
+func checkMemoryLimitPages(pages uint64) error {
+	if pages == 0 || pages > MaxMemoryLimitPages {
+		return fmt.Errorf("%w: %d pages of 64 KiB is not in 1..%d (64KiB..4GiB)", ErrBadMemoryLimit, pages, MaxMemoryLimitPages)
+	}
+	return nil
+}
+
+// ParseMemoryLimit parses a memory limit such as "128MiB", "64KiB", "1GiB" or "1048576" (bytes)
+// into 64 KiB pages for WithMemoryLimitPages. Units are binary and case-insensitive: B, KiB,
+// MiB, GiB (K, M and G mean the same); decimal units (KB, MB, GB) are refused rather than
+// rounded. The size must be a whole number of 64 KiB wasm pages (it is not rounded: a cap is
+// exact), from 64KiB to 4GiB. Errors wrap ErrBadMemoryLimit.
+func ParseMemoryLimit(s string) (pages uint32, err error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
+	shift := map[string]uint{"": 0, "b": 0, "k": 10, "kib": 10, "m": 20, "mib": 20, "g": 30, "gib": 30}
+	sh, ok := shift[unit]
+	if num == "" || !ok {
+		if unit == "kb" || unit == "mb" || unit == "gb" {
+			return 0, fmt.Errorf("%w %q: decimal units are not accepted; use KiB, MiB or GiB (e.g. 128MiB)", ErrBadMemoryLimit, s)
+		}
+		return 0, fmt.Errorf("%w %q: want a size such as 64MiB, 256MiB or 1GiB (binary units B, KiB, MiB, GiB)", ErrBadMemoryLimit, s)
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || n > MaxMemoryLimitPages<<16>>sh {
+		return 0, fmt.Errorf("%w %q: at most 4GiB (all a wasm32 memory can address)", ErrBadMemoryLimit, s)
+	}
+	b := n << sh
+	if b%65536 != 0 {
+		return 0, fmt.Errorf("%w %q: %d bytes is not a whole number of 64 KiB wasm pages (e.g. %dKiB or %dKiB)", ErrBadMemoryLimit, s, b, b>>16<<6, (b>>16+1)<<6)
+	}
+	if err := checkMemoryLimitPages(b >> 16); err != nil {
+		return 0, fmt.Errorf("%q: %w", s, err)
+	}
+	return uint32(b >> 16), nil
+}
+
+// FormatMemoryLimit returns pages as ParseMemoryLimit reads it back, in the largest binary unit
+// that divides it ("128MiB", "1GiB", "192KiB").
+func FormatMemoryLimit(pages uint32) string {
+	b := uint64(pages) << 16
+	switch {
+	case b != 0 && b%(1<<30) == 0:
+		return strconv.FormatUint(b>>30, 10) + "GiB"
+	case b%(1<<20) == 0:
+		return strconv.FormatUint(b>>20, 10) + "MiB"
+	}
+	return strconv.FormatUint(b>>10, 10) + "KiB"
+}
 
 // Runtime compiles and runs handler modules. It owns two wazero runtimes sharing one compilation
-// cache: one without WithCloseOnContextDone for trusted modules and for untrusted modules
-// instrumented with the host's own cheap deadline check (instrument.go), and one with it as the
-// fallback for modules the host cannot instrument (it slows guest code 5-8x). A Runtime is safe for concurrent use.
+// cache: one without WithCloseOnContextDone for modules instrumented with the host's own cheap
+// interrupt check (instrument.go), trusted or not, and one with it as the fallback for modules
+// the host cannot instrument (it slows guest code 5-8x). A Runtime is safe for concurrent use.
 type Runtime struct {
-	cfg      runtimeConfig
-	cache    wazero.CompilationCache // nil when disabled
-	deadline wazero.Runtime
-	trusted  wazero.Runtime
+	cfg          runtimeConfig
+	cache        wazero.CompilationCache // nil when disabled
+	fallback     wazero.Runtime
+	instrumented wazero.Runtime
 
 	mu     sync.Mutex
 	closed bool
@@ -68,9 +142,13 @@ func WithCacheDir(dir string) RuntimeOption {
 	return func(c *runtimeConfig) { c.cacheDir, c.cacheDirSet = dir, true }
 }
 
-// WithMemoryLimitPages caps each guest instance's linear memory at pages × 64 KiB (1..65536).
-// Default DefaultMemoryLimitPages (1 GiB). A module whose declared minimum exceeds the cap is
-// rejected by Load; memory.grow past it fails inside the guest (usually ending in a trap).
+// WithMemoryLimitPages caps each guest instance's linear memory at pages × 64 KiB
+// (1..MaxMemoryLimitPages; ParseMemoryLimit reads sizes such as "256MiB"). Default
+// DefaultMemoryLimitPages (128 MiB). A module whose declared minimum exceeds the cap is rejected
+// by Load; memory.grow past it fails inside the guest (usually ending in a trap). On Linux an
+// instance's memory costs address space for the whole cap but resident memory only for the
+// pages the guest writes, and is returned to the OS when the instance is discarded (see
+// RATIONALE.md), so a worker's resident memory stays below shards × cap plus the host's own.
 func WithMemoryLimitPages(pages uint32) RuntimeOption {
 	return func(c *runtimeConfig) { c.memPages = pages }
 }
@@ -80,8 +158,8 @@ func WithLogger(l *slog.Logger) RuntimeOption {
 	return func(c *runtimeConfig) { c.logger = l }
 }
 
-// NewRuntime creates a Runtime. Errors: an invalid memory limit, or a cache directory given with
-// WithCacheDir that cannot be created.
+// NewRuntime creates a Runtime. Errors: a memory limit out of range (wrapping
+// ErrBadMemoryLimit), or a cache directory given with WithCacheDir that cannot be created.
 func NewRuntime(ctx context.Context, opts ...RuntimeOption) (*Runtime, error) {
 	cfg := runtimeConfig{memPages: DefaultMemoryLimitPages}
 	for _, o := range opts {
@@ -90,8 +168,8 @@ func NewRuntime(ctx context.Context, opts ...RuntimeOption) (*Runtime, error) {
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}
-	if cfg.memPages == 0 || cfg.memPages > 65536 {
-		return nil, fmt.Errorf("host: memory limit of %d pages is not in 1..65536 (64 KiB pages)", cfg.memPages)
+	if err := checkMemoryLimitPages(uint64(cfg.memPages)); err != nil {
+		return nil, fmt.Errorf("host: %w", err)
 	}
 	r := &Runtime{cfg: cfg}
 	if !cfg.cacheDirSet {
@@ -111,11 +189,11 @@ func NewRuntime(ctx context.Context, opts ...RuntimeOption) (*Runtime, error) {
 		r.cache = c
 	}
 	var err error
-	if r.deadline, err = r.newWazero(ctx, true); err != nil {
+	if r.fallback, err = r.newWazero(ctx, true); err != nil {
 		r.Close(ctx)
 		return nil, err
 	}
-	if r.trusted, err = r.newWazero(ctx, false); err != nil {
+	if r.instrumented, err = r.newWazero(ctx, false); err != nil {
 		r.Close(ctx)
 		return nil, err
 	}
@@ -154,7 +232,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 	}
 	r.closed = true
 	var errs []error
-	for _, rt := range []wazero.Runtime{r.deadline, r.trusted} {
+	for _, rt := range []wazero.Runtime{r.fallback, r.instrumented} {
 		if rt != nil {
 			errs = append(errs, rt.Close(ctx))
 		}

@@ -126,3 +126,50 @@ func BenchmarkLeaseUpdateWhileCommitting(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 	b.ReportMetric(float64(lat[len(lat)-1].Nanoseconds()), "max-ns")
 }
+
+// BenchmarkLeaseRenewRound renews shardmap.MaxBatch leases, one Update each ("one-by-one") or
+// in one UpdateMany ("batched"), as a lease round of a worker with many shards does. Reports
+// the time of renewing 1000 leases.
+func BenchmarkLeaseRenewRound(b *testing.B) {
+	for _, batched := range []bool{false, true} {
+		name := map[bool]string{false: "one-by-one", true: "batched"}[batched]
+		b.Run(name, func(b *testing.B) {
+			s, err := Open(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			ls := make([]shardmap.Lease, shardmap.MaxBatch)
+			for i := range ls {
+				ls[i] = shardmap.Lease{Projection: "bench", ShardID: fmt.Sprintf("shardId-%012d", i), Owner: "w", Module: "sha256:00", State: shardmap.StateActive}
+				if err := s.Leases().Create(ctx, ls[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				if batched {
+					res, err := s.Leases().UpdateMany(ctx, ls)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for i, r := range res {
+						if r.Err != nil {
+							b.Fatal(r.Err)
+						}
+						ls[i] = r.Lease
+					}
+					continue
+				}
+				for i := range ls {
+					if ls[i], err = s.Leases().Update(ctx, ls[i]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(time.Since(start).Milliseconds())/float64(b.N)*1000/float64(len(ls)), "ms/1000-leases")
+		})
+	}
+}

@@ -59,8 +59,9 @@
 //	    PRIMARY KEY (projection, shard_id): the last sequence number and the highest epoch whose
 //	    read-model writes were applied from a shard (the Apply fence).
 //	leases(projection TEXT, shard_id TEXT, owner TEXT, counter INTEGER, epoch INTEGER,
-//	    parent_ids TEXT, state TEXT) PRIMARY KEY (projection, shard_id), in leases.db.
-//	    parent_ids is a JSON array.
+//	    parent_ids TEXT, state TEXT, module TEXT) PRIMARY KEY (projection, shard_id), in
+//	    leases.db. parent_ids is a JSON array; module is the owner's module identity
+//	    (shardmap.Lease.Module), "" when free.
 //	deadletters(projection TEXT, shard_id TEXT, seq TEXT, partition_key TEXT, arrival_ms INTEGER,
 //	    data BLOB, error_kind TEXT, error TEXT, attempts INTEGER, first_failure_ms INTEGER,
 //	    last_failure_ms INTEGER, state TEXT, replayed_seq TEXT) PRIMARY KEY (projection, shard_id,
@@ -73,7 +74,8 @@
 // older projhost.db in place, in one transaction: version 1 -> 2 added the cursors' stopped
 // columns and the deadletters table; 2 -> 3 moved the leases to leases.db (counters and epochs
 // unchanged) and dropped the old table, so an older program still running loses its leases
-// (its writes fail) and older ones refuse to start (ErrSchema). A file of a newer version is
+// (its writes fail) and older ones refuse to start (ErrSchema); 3 -> 4 added leases.module
+// (leases.db only), so that no older program writes leases without it. A file of a newer version is
 // refused with ErrSchema.
 //
 // # Leases have their own file
@@ -130,7 +132,7 @@ const FileName = "projhost.db"
 const LeaseFileName = "leases.db"
 
 // SchemaVersion is the schema version this package writes (PRAGMA user_version of both files).
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // DefaultBusyTimeout is how long a write waits for another process's write lock by default;
 // MaxBusyTimeout is the longest busy timeout accepted (ValidateBusyTimeout).
@@ -372,6 +374,9 @@ CREATE TABLE deadletters (
 `,
 	// 2 -> 3: leases move to leases.db: moveLeases (Go code, not SQL).
 	"",
+	// 3 -> 4: nothing in projhost.db; leases.db gains the owner's module identity
+	// (leaseModuleDDL, in createTables).
+	"",
 }
 
 // leaseTableDDL creates the lease table: in projhost.db up to version 2, in leases.db since.
@@ -388,8 +393,16 @@ CREATE TABLE IF NOT EXISTS leases (
 ) WITHOUT ROWID;
 `
 
-// leaseSchema is the schema of leases.db (its user_version is SchemaVersion too).
+// leaseSchema is the schema of leases.db up to version 3 (its user_version is SchemaVersion
+// too); createTables adds leaseModuleDDL to files of an older version.
 const leaseSchema = leaseTableDDL
+
+// leaseModuleDDL upgrades leases.db from version 3 to 4: the owner's module identity
+// (shardmap.Lease.Module, "" for leases written before).
+const leaseModuleDDL = `ALTER TABLE leases ADD COLUMN module TEXT NOT NULL DEFAULT '';`
+
+// leaseModuleVersion is the version of leases.db that added leaseModuleDDL.
+const leaseModuleVersion = 4
 
 // movedLeasesVersion is the version whose migration moves the leases to leases.db.
 const movedLeasesVersion = 3
@@ -415,7 +428,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			var err error
 			if v+1 == movedLeasesVersion {
 				err = s.moveLeases(ctx, tx)
-			} else {
+			} else if migrations[v] != "" {
 				_, err = tx.ExecContext(ctx, migrations[v])
 			}
 			if err != nil {
@@ -460,8 +473,9 @@ func (s *Store) moveLeases(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// createTables checks the schema version of the file tx writes, creates the tables of ddl and
-// sets the version.
+// createTables checks the schema version of leases.db (the file tx writes), creates the tables
+// of ddl, upgrades a file older than leaseModuleVersion (a new file too: ddl is the version-3
+// table) and sets the version.
 func createTables(ctx context.Context, tx *sql.Tx, path, ddl string) error {
 	var v int
 	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
@@ -472,6 +486,11 @@ func createTables(ctx context.Context, tx *sql.Tx, path, ddl string) error {
 	}
 	if _, err := tx.ExecContext(ctx, ddl); err != nil {
 		return fmt.Errorf("create the tables of %s: %w", path, err)
+	}
+	if v < leaseModuleVersion {
+		if _, err := tx.ExecContext(ctx, leaseModuleDDL); err != nil {
+			return fmt.Errorf("add the module column to %s: %w", path, err)
+		}
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
 		return fmt.Errorf("set the schema version of %s: %w", path, err)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/projhost/projhost/source"
@@ -73,6 +74,7 @@ type config struct {
 	clock         Clock
 	logger        *slog.Logger
 	events        Events
+	module        string
 }
 
 // WithLeaseDuration sets how long a lease stays valid without a renewal, measured on each
@@ -120,6 +122,14 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithModule sets this worker's module identity (projhost: "sha256:<hex>" of the handler's
+// bytes), written on every lease it takes or renews. With an identity the Manager refuses to
+// share the projection with a live worker of another identity (see Manager, "Module
+// identity"); without one (the default, "") it neither writes nor checks any.
+func WithModule(id string) Option {
+	return func(c *config) { c.module = id }
+}
+
 // WithEvents sets the notifications to the shard runner (see Events).
 func WithEvents(e Events) Option {
 	return func(c *config) { c.events = e }
@@ -163,6 +173,35 @@ func WithEvents(e Events) Option {
 // A child shard's lease is taken only when every parent lease is finished (StateFinished),
 // which the parent's owner sets with Finish after reading the closed shard to its end.
 //
+// # Many leases
+//
+// Renewals and takes are written MaxBatch leases per call through BatchUpdater when the store
+// implements it (the embedded store: one SQLite transaction per call), else renewParallelism
+// Updates at a time. Renewals come first in every round and are never queued behind takes:
+// takes stop once the round has run for half a renew interval (the rest are taken in the next
+// rounds), so that the next round's renewals start on time however many leases are free.
+//
+// # Module identity
+//
+// With WithModule, every take and renewal writes the identity on the lease (Lease.Module), and
+// Release, Finish and hand-backs clear it with the owner. A lease is *foreign* when it is
+// active, owned by another worker (or an earlier incarnation of our worker id), carries a
+// non-empty identity other than ours, and is live by the expiry rule above (its counter changed
+// less than a lease duration ago on our clock). While any lease is foreign the Manager takes
+// and steals nothing (a worker of another module may be running). When a foreign lease's
+// counter is seen to change between two of our Lists, its owner is live: a Manager holding no
+// lease then returns a *ModuleConflictError (ErrModuleConflict) from Round, and Run ends with
+// it. A dead owner's leases expire after one lease duration and are then taken as usual, so a
+// new module starts at once after a graceful stop of the old workers (released leases carry no
+// owner and no identity) and one lease duration after a crash.
+//
+// Two workers of different modules starting at the same instant: each round that took leases
+// Lists again before it tells the runner (Events.Acquired); if a foreign lease shows up, the
+// leases just taken are handed back unused, and a Manager left holding no lease returns the
+// conflict. Of two such workers, the one whose confirming List comes later sees the other's
+// takes (each take precedes its own List), so at least one refuses, and a worker that processes
+// a lease has seen no foreign lease after taking it: two modules never process at once.
+//
 // Concurrency: Run (or Round) runs in one goroutine; Valid, Owned, Release, Finish and
 // ReleaseAll may be called from any goroutine at any time. Writes to one lease are serialised.
 type Manager struct {
@@ -177,6 +216,8 @@ type Manager struct {
 
 	mu    sync.Mutex // guards owned and the fields of every ownedLease
 	owned map[string]*ownedLease
+
+	blocked atomic.Bool // the last round saw foreign leases (another module) and held none
 }
 
 type seenInfo struct {
@@ -264,7 +305,9 @@ func (m *Manager) EnsureShards(ctx context.Context, shards []source.Shard) error
 // logged and retried at the next round; they never end Run. A round under way when ctx ends is
 // finished, not cancelled: a lease write cancelled in flight may still land, and a lease taken
 // that way would be held by no one until it expired (ReleaseAll would not know it). Run does
-// not release leases on return: call ReleaseAll after the runners saved their cursors.
+// not release leases on return: call ReleaseAll after the runners saved their cursors. With
+// WithModule, Run ends with the *ModuleConflictError of a round that refused to start (see
+// Manager, "Module identity"); the Manager then holds no lease.
 func (m *Manager) Run(ctx context.Context) error {
 	t := time.NewTicker(m.cfg.renewInterval)
 	defer t.Stop()
@@ -275,6 +318,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.leaseDuration)
 		_, err := m.Round(rctx)
 		cancel()
+		if errors.Is(err, ErrModuleConflict) {
+			return err
+		}
 		if err != nil && ctx.Err() == nil {
 			m.cfg.logger.Warn("shardmap: lease round failed; retrying next round", "err", err)
 		}
@@ -297,7 +343,9 @@ type RoundReport struct {
 	Taken            int // free or expired leases taken
 	Stolen           int // live leases taken from another worker
 	ReleaseRequested int
-	Writes           int // LeaseStore Update calls (successful or not)
+	Writes           int // lease writes (Update calls, or leases passed to UpdateMany), successful or not
+	Foreign          int // live leases of other workers with another module (WithModule); nothing is taken then
+	HandedBack       int // leases taken this round and handed back unused (a foreign lease appeared)
 }
 
 // Round performs one renew / observe / take / steal / release round (see Manager) and
@@ -308,9 +356,10 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 	m.roundMu.Lock()
 	defer m.roundMu.Unlock()
 	var rep RoundReport
+	roundStart := m.cfg.clock.Now()
 
-	// 1. Renew, up to renewParallelism leases at once: a worker with many shards must not
-	// renew them one after another behind a slow store (each renewal is one conditional write).
+	// 1. Renew, MaxBatch leases per store call: a worker with many shards must not renew them
+	// one after another (each renewal is one conditional write).
 	m.renewAll(ctx, m.ownedSnapshot(), &rep)
 
 	// 2. Observe.
@@ -319,19 +368,8 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 		rep.Owned = len(m.Owned())
 		return rep, fmt.Errorf("shardmap: list leases of projection %q: %w", m.projection, err)
 	}
-	now := m.cfg.clock.Now()
-	seen := make(map[string]seenInfo, len(leases))
-	byID := make(map[string]Lease, len(leases))
-	for _, l := range leases {
-		s, ok := m.seen[l.ShardID]
-		if !ok || s.counter != l.Counter {
-			s = seenInfo{counter: l.Counter, changedAt: now}
-		}
-		seen[l.ShardID] = s
-		byID[l.ShardID] = l
-	}
-	m.seen = seen
-	expired := func(l Lease) bool { return now-seen[l.ShardID].changedAt >= m.cfg.leaseDuration }
+	byID, changed, now := m.observe(leases)
+	expired := func(l Lease) bool { return now-m.seen[l.ShardID].changedAt >= m.cfg.leaseDuration }
 	parentsDone := func(l Lease) bool {
 		for _, p := range l.ParentIDs {
 			if pl, ok := byID[p]; ok && pl.State != StateFinished {
@@ -361,6 +399,22 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 		rep.Lost++
 	}
 
+	// Another module on the projection: take nothing; refuse when its owner is proven live
+	// and we hold nothing.
+	canTake := true
+	if n, live := m.foreignLeases(leases, changed, expired); n > 0 {
+		rep.Foreign, canTake = n, false
+		held := len(m.Owned()) > 0
+		m.blocked.Store(!held)
+		if !held && live != nil {
+			return rep, m.conflict(*live)
+		}
+		m.cfg.logger.Warn("shardmap: leases of another module are live on this projection: taking none until they expire",
+			"foreign", n, "module", m.cfg.module, "held", held)
+	} else {
+		m.blocked.Store(false)
+	}
+
 	// 3. Target.
 	var free, exp []Lease
 	counts := make(map[string]int)
@@ -388,6 +442,9 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 		case l.Owner == m.worker:
 			// Held by an earlier incarnation of this worker id, or one we gave up as lost:
 			// it may still be in use, so wait for it to expire like any other.
+		case m.otherModule(l):
+			// A worker of another module (about to refuse, or to be refused): not one to
+			// balance with.
 		default:
 			counts[l.Owner]++
 			theirs[l.Owner] = append(theirs[l.Owner], l)
@@ -397,23 +454,25 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 	rep.Workers = len(counts) + 1
 	rep.Target = (rep.Available + rep.Workers - 1) / rep.Workers
 
-	// 4. Take free, then expired leases.
-	for _, l := range append(free, exp...) {
-		if mine >= rep.Target {
+	// 4. Take free, then expired leases, MaxBatch per store call, within the take budget: the
+	// next round's renewals must not wait for a long run of takes.
+	var pending []taken
+	cands := append(free, exp...)
+	for canTake && mine < rep.Target && len(cands) > 0 {
+		if len(pending) > 0 && m.cfg.clock.Now()-roundStart >= m.cfg.renewInterval/2 {
+			m.cfg.logger.Debug("shardmap: take budget of the round spent; taking more next round",
+				"taken", len(pending), "left", len(cands))
 			break
 		}
-		how := HowFree
-		if l.Owner != "" {
-			how = HowExpired
-		}
-		if m.take(ctx, l, &rep, how) {
-			rep.Taken++
-			mine++
-		}
+		n := min(rep.Target-mine, MaxBatch, len(cands))
+		got := m.takeMany(ctx, cands[:n], &rep, "")
+		cands = cands[n:]
+		pending = append(pending, got...)
+		mine += len(got)
 	}
 
 	// 5. Steal from the most loaded worker.
-	for i := 0; i < m.cfg.maxSteals && mine < rep.Target; i++ {
+	for i := 0; canTake && i < m.cfg.maxSteals && mine < rep.Target; i++ {
 		victim := ""
 		for w, n := range counts {
 			if victim == "" || n > counts[victim] || (n == counts[victim] && w < victim) {
@@ -426,165 +485,359 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 		l := theirs[victim][0]
 		theirs[victim] = theirs[victim][1:]
 		counts[victim]--
-		if m.take(ctx, l, &rep, HowSteal) {
-			rep.Stolen++
-			mine++
-		}
+		got := m.takeMany(ctx, []Lease{l}, &rep, HowSteal)
+		pending = append(pending, got...)
+		mine += len(got)
 	}
 
+	// Tell the runner about the leases taken, after checking that no other module took any
+	// meanwhile (see Manager, "Module identity").
+	if len(pending) > 0 && m.cfg.module != "" {
+		if pending, err = m.confirm(ctx, pending, &rep); err != nil {
+			rep.Owned = len(m.Owned())
+			return rep, err
+		}
+	}
+	m.acquire(ctx, pending, &rep)
+
 	// 6. Hand one lease over when above the target.
-	if mine > rep.Target {
-		m.mu.Lock()
-		id := ""
-		for sid, e := range m.owned {
-			if !e.releaseRequested && sid > id {
-				id = sid
-			}
+	m.mu.Lock()
+	mine = 0
+	id := ""
+	for sid, e := range m.owned {
+		if !e.releaseRequested {
+			mine++
+			id = max(id, sid)
 		}
-		if id != "" {
-			m.owned[id].releaseRequested = true
-		}
-		m.mu.Unlock()
-		if id != "" {
-			rep.ReleaseRequested++
-			m.cfg.logger.Info("shardmap: above target; asking runner to release", "shard", id, "owned", mine, "target", rep.Target)
-			if f := m.cfg.events.ReleaseRequested; f != nil {
-				f(id)
-			} else {
-				if err := m.Release(ctx, id); err != nil {
-					m.cfg.logger.Warn("shardmap: release failed", "shard", id, "err", err)
-				}
-				rep.Writes++
-				m.emitLost(id, WhyReleased)
+	}
+	if mine <= rep.Target {
+		id = ""
+	}
+	if id != "" {
+		m.owned[id].releaseRequested = true
+	}
+	m.mu.Unlock()
+	if id != "" {
+		rep.ReleaseRequested++
+		m.cfg.logger.Info("shardmap: above target; asking runner to release", "shard", id, "owned", mine, "target", rep.Target)
+		if f := m.cfg.events.ReleaseRequested; f != nil {
+			f(id)
+		} else {
+			if err := m.Release(ctx, id); err != nil {
+				m.cfg.logger.Warn("shardmap: release failed", "shard", id, "err", err)
 			}
+			rep.Writes++
+			m.emitLost(id, WhyReleased)
 		}
 	}
 	rep.Owned = len(m.Owned())
 	return rep, nil
 }
 
-// renewParallelism bounds the concurrent renewals of one round.
+// observe records the counter of every listed lease (step 2: first sighting or a new counter
+// counts as a change, dated now) and returns the leases by shard id, the shard ids whose
+// counter changed since an earlier List (proof of a live writer), and the clock reading used.
+func (m *Manager) observe(leases []Lease) (byID map[string]Lease, changed map[string]bool, now time.Duration) {
+	now = m.cfg.clock.Now()
+	seen := make(map[string]seenInfo, len(leases))
+	byID = make(map[string]Lease, len(leases))
+	changed = make(map[string]bool)
+	for _, l := range leases {
+		s, ok := m.seen[l.ShardID]
+		if !ok || s.counter != l.Counter {
+			if ok {
+				changed[l.ShardID] = true
+			}
+			s = seenInfo{counter: l.Counter, changedAt: now}
+		}
+		seen[l.ShardID] = s
+		byID[l.ShardID] = l
+	}
+	m.seen = seen
+	return byID, changed, now
+}
+
+// foreignLeases counts the live active leases owned with a module identity other than ours
+// (none without WithModule) and returns one whose counter changed since an earlier List (its
+// owner is live), or nil.
+func (m *Manager) foreignLeases(leases []Lease, changed map[string]bool, expired func(Lease) bool) (int, *Lease) {
+	if m.cfg.module == "" {
+		return 0, nil
+	}
+	n := 0
+	var live *Lease
+	for i, l := range leases {
+		if !m.otherModule(l) || l.State != StateActive || expired(l) {
+			continue
+		}
+		n++
+		if live == nil && changed[l.ShardID] {
+			live = &leases[i]
+		}
+	}
+	return n, live
+}
+
+// otherModule reports whether l is owned with a module identity other than ours (never without
+// WithModule, nor for a lease without identity).
+func (m *Manager) otherModule(l Lease) bool {
+	return m.cfg.module != "" && l.Owner != "" && l.Module != "" && l.Module != m.cfg.module
+}
+
+func (m *Manager) conflict(l Lease) error {
+	err := &ModuleConflictError{Projection: m.projection, Module: m.cfg.module,
+		OtherWorker: l.Owner, OtherModule: l.Module, ShardID: l.ShardID}
+	m.cfg.logger.Error("shardmap: refusing to start", "err", err)
+	return err
+}
+
+// taken is a lease this round wrote with us as owner, not yet told to the runner.
+type taken struct {
+	lease     Lease // as stored
+	how, from string
+	start     time.Duration // our clock just before the write was sent
+}
+
+// takeMany writes ls (at most MaxBatch) with this worker as owner, our module and the next
+// epoch, and returns the leases it got. how is HowSteal, or "" for HowFree/HowExpired by owner.
+func (m *Manager) takeMany(ctx context.Context, ls []Lease, rep *RoundReport, how string) []taken {
+	want := make([]Lease, len(ls))
+	for i, l := range ls {
+		want[i] = l
+		want[i].Owner, want[i].Module = m.worker, m.cfg.module
+		want[i].Epoch++
+	}
+	start := m.cfg.clock.Now()
+	res, err := m.write(ctx, want)
+	rep.Writes += len(want)
+	if err != nil {
+		m.cfg.logger.Warn("shardmap: could not take leases", "leases", len(want), "err", err)
+		return nil
+	}
+	var out []taken
+	for i, r := range res {
+		h := how
+		if h == "" {
+			h = HowFree
+			if ls[i].Owner != "" {
+				h = HowExpired
+			}
+		}
+		if r.Err != nil {
+			lvl := slog.LevelWarn
+			if errors.Is(r.Err, ErrConflict) {
+				lvl = slog.LevelDebug // another worker was faster
+			}
+			m.cfg.logger.Log(ctx, lvl, "shardmap: could not take lease", "shard", ls[i].ShardID, "how", h, "from", ls[i].Owner, "err", r.Err)
+			continue
+		}
+		out = append(out, taken{lease: r.Lease, how: h, from: ls[i].Owner, start: start})
+	}
+	return out
+}
+
+// confirm Lists the leases again after this round's takes: when a foreign lease shows up (a
+// worker of another module took leases at the same time), the leases just taken are handed
+// back unused, and a conflict is returned when we hold no other. A failed List hands them back
+// too (they cannot be checked).
+func (m *Manager) confirm(ctx context.Context, pending []taken, rep *RoundReport) ([]taken, error) {
+	back := func() {
+		ls := make([]Lease, len(pending))
+		for i, p := range pending {
+			ls[i] = p.lease
+		}
+		m.handBackAll(ctx, ls, rep)
+		rep.HandedBack += len(ls)
+	}
+	leases, err := m.store.List(ctx, m.projection)
+	if err != nil {
+		m.cfg.logger.Warn("shardmap: could not check the leases just taken for another module; handing them back",
+			"leases", len(pending), "err", err)
+		back()
+		return nil, nil
+	}
+	_, changed, now := m.observe(leases)
+	expired := func(l Lease) bool { return now-m.seen[l.ShardID].changedAt >= m.cfg.leaseDuration }
+	n, live := m.foreignLeases(leases, changed, expired)
+	if n == 0 {
+		return pending, nil
+	}
+	rep.Foreign = n
+	back()
+	if len(m.Owned()) == 0 {
+		m.blocked.Store(true)
+		if live == nil { // cannot happen: a lease that became foreign since step 2 was written
+			live = &leases[slices.IndexFunc(leases, m.otherModule)]
+		}
+		return nil, m.conflict(*live)
+	}
+	m.cfg.logger.Warn("shardmap: another module took leases of this projection at the same time; handed back the leases just taken",
+		"foreign", n, "module", m.cfg.module, "handed_back", len(pending))
+	return nil, nil
+}
+
+// acquire makes the leases taken this round ours and tells the runner. A take whose write took
+// a whole lease duration is too late to use: it is handed back.
+func (m *Manager) acquire(ctx context.Context, pending []taken, rep *RoundReport) {
+	var late []Lease
+	for _, p := range pending {
+		nl := p.lease
+		m.mu.Lock()
+		lapsed := m.cfg.clock.Now()-p.start >= m.cfg.leaseDuration
+		if !lapsed {
+			m.owned[nl.ShardID] = &ownedLease{lease: nl, validFrom: p.start}
+		}
+		m.mu.Unlock()
+		if lapsed {
+			late = append(late, nl)
+			continue
+		}
+		if p.how == HowSteal {
+			rep.Stolen++
+		} else {
+			rep.Taken++
+		}
+		m.seen[nl.ShardID] = seenInfo{counter: nl.Counter, changedAt: m.cfg.clock.Now()}
+		m.cfg.logger.Info("shardmap: lease acquired", "shard", nl.ShardID, "how", p.how, "from", p.from, "epoch", nl.Epoch)
+		if f := m.cfg.events.Acquired; f != nil {
+			f(nl.ShardID, nl, p.how, p.from)
+		}
+	}
+	m.handBackAll(ctx, late, rep)
+}
+
+// Blocked reports whether the last round saw live leases of another module (WithModule) while
+// this worker held none: it takes nothing until they expire, or ends with a
+// *ModuleConflictError once their owner is seen renewing. Safe for concurrent use.
+func (m *Manager) Blocked() bool { return m.blocked.Load() }
+
+// renewParallelism bounds the concurrent Updates of one write when the store is no
+// BatchUpdater.
 const renewParallelism = 8
 
-func (m *Manager) renewAll(ctx context.Context, owned []*ownedLease, rep *RoundReport) {
-	if len(owned) <= 1 {
-		for _, e := range owned {
-			m.renew(ctx, e, rep)
+// write writes ls (at most MaxBatch leases) through the store: one UpdateMany call when it is
+// a BatchUpdater, else renewParallelism Updates at a time. res[i] is the outcome of ls[i]; err
+// is the failure of a whole UpdateMany call (res is nil then).
+func (m *Manager) write(ctx context.Context, ls []Lease) ([]UpdateResult, error) {
+	if b, ok := m.store.(BatchUpdater); ok {
+		res, err := b.UpdateMany(ctx, ls)
+		if err == nil && len(res) != len(ls) {
+			err = fmt.Errorf("shardmap: UpdateMany returned %d results for %d leases", len(res), len(ls))
 		}
-		return
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
 	}
-	var mu sync.Mutex
+	res := make([]UpdateResult, len(ls))
+	if len(ls) == 1 {
+		l, err := m.store.Update(ctx, ls[0])
+		res[0] = UpdateResult{Lease: l, Err: err}
+		return res, nil
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, renewParallelism)
-	for _, e := range owned {
+	for i, l := range ls {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			var r RoundReport
-			m.renew(ctx, e, &r)
-			mu.Lock()
-			rep.Renewed += r.Renewed
-			rep.Lost += r.Lost
-			rep.Writes += r.Writes
-			mu.Unlock()
+			nl, err := m.store.Update(ctx, l)
+			res[i] = UpdateResult{Lease: nl, Err: err}
 		}()
 	}
 	wg.Wait()
+	return res, nil
 }
 
-// renew rewrites one owned lease unchanged.
-func (m *Manager) renew(ctx context.Context, e *ownedLease, rep *RoundReport) {
-	e.wmu.Lock()
-	m.mu.Lock()
-	if e.gone {
-		m.mu.Unlock()
-		e.wmu.Unlock()
-		return
+// renewAll rewrites every owned lease unchanged, MaxBatch per store call.
+func (m *Manager) renewAll(ctx context.Context, owned []*ownedLease, rep *RoundReport) {
+	for len(owned) > 0 {
+		n := min(len(owned), MaxBatch)
+		m.renewChunk(ctx, owned[:n], rep)
+		owned = owned[n:]
 	}
-	l, validFrom := e.lease, e.validFrom
-	m.mu.Unlock()
-	start := m.cfg.clock.Now()
-	if start-validFrom >= m.cfg.leaseDuration {
-		m.drop(e)
-		e.wmu.Unlock()
-		m.cfg.logger.Info("shardmap: lease lost: "+WhyNotRenewed, "shard", l.ShardID,
-			"since_renew", start-validFrom, "lease_duration", m.cfg.leaseDuration)
-		m.emitLost(l.ShardID, WhyNotRenewed)
-		rep.Lost++
-		return
-	}
-	nl, err := m.store.Update(ctx, l)
-	rep.Writes++
-	switch {
-	case err == nil:
-		// If the validity ran out while the write was in flight, Valid may already have told
-		// the runner "no": keep Valid monotonic (never false then true for one acquisition)
-		// by treating the lease as lost and handing it back.
+}
+
+// renewChunk renews up to MaxBatch owned leases in one write. It holds the write lock of each
+// lease from its checks to the outcome of the write, and reports losses after releasing them
+// (an Events.Lost callback may call Release).
+func (m *Manager) renewChunk(ctx context.Context, chunk []*ownedLease, rep *RoundReport) {
+	type lostLease struct{ id, why string }
+	var (
+		es    []*ownedLease
+		ls    []Lease
+		froms []time.Duration
+		lost  []lostLease
+	)
+	for _, e := range chunk {
+		e.wmu.Lock()
 		m.mu.Lock()
-		lapsed := m.cfg.clock.Now()-validFrom >= m.cfg.leaseDuration
-		if lapsed {
-			m.dropLocked(e)
-		} else {
-			e.lease, e.validFrom = nl, start
-		}
-		m.mu.Unlock()
-		if !lapsed {
+		if e.gone {
+			m.mu.Unlock()
 			e.wmu.Unlock()
-			rep.Renewed++
-			return
+			continue
 		}
-		m.handBack(ctx, nl, rep)
-		e.wmu.Unlock()
-		m.cfg.logger.Warn("shardmap: lease lost: "+WhyLateRenew, "shard", l.ShardID)
-		m.emitLost(l.ShardID, WhyLateRenew)
-		rep.Lost++
-	case errors.Is(err, ErrConflict):
-		m.drop(e)
-		e.wmu.Unlock()
-		m.cfg.logger.Info("shardmap: lease lost: "+WhyConflict, "shard", l.ShardID)
-		m.emitLost(l.ShardID, WhyConflict)
-		rep.Lost++
-	default:
-		e.wmu.Unlock()
-		m.cfg.logger.Warn("shardmap: lease renewal failed; retrying next round", "shard", l.ShardID, "err", err)
-	}
-}
-
-// take writes l with this worker as owner and the next epoch; how is HowFree, HowExpired or
-// HowSteal.
-func (m *Manager) take(ctx context.Context, l Lease, rep *RoundReport, how string) bool {
-	want := l
-	want.Owner = m.worker
-	want.Epoch++
-	start := m.cfg.clock.Now()
-	nl, err := m.store.Update(ctx, want)
-	rep.Writes++
-	if err != nil {
-		lvl := slog.LevelWarn
-		if errors.Is(err, ErrConflict) {
-			lvl = slog.LevelDebug // another worker was faster
+		l, validFrom := e.lease, e.validFrom
+		m.mu.Unlock()
+		if since := m.cfg.clock.Now() - validFrom; since >= m.cfg.leaseDuration {
+			m.drop(e)
+			e.wmu.Unlock()
+			m.cfg.logger.Info("shardmap: lease lost: "+WhyNotRenewed, "shard", l.ShardID,
+				"since_renew", since, "lease_duration", m.cfg.leaseDuration)
+			lost = append(lost, lostLease{l.ShardID, WhyNotRenewed})
+			continue
 		}
-		m.cfg.logger.Log(ctx, lvl, "shardmap: could not take lease", "shard", l.ShardID, "how", how, "from", l.Owner, "err", err)
-		return false
+		es, ls, froms = append(es, e), append(ls, l), append(froms, validFrom)
 	}
-	m.mu.Lock()
-	lapsed := m.cfg.clock.Now()-start >= m.cfg.leaseDuration
-	if !lapsed {
-		m.owned[nl.ShardID] = &ownedLease{lease: nl, validFrom: start}
+	var late []Lease
+	if len(es) > 0 {
+		start := m.cfg.clock.Now()
+		res, err := m.write(ctx, ls)
+		rep.Writes += len(ls)
+		if err != nil {
+			m.cfg.logger.Warn("shardmap: lease renewals failed; retrying next round", "leases", len(ls), "err", err)
+		}
+		for i := 0; err == nil && i < len(es); i++ {
+			e, r := es[i], res[i]
+			switch {
+			case r.Err == nil:
+				// If the validity ran out while the write was in flight, Valid may already
+				// have told the runner "no": keep Valid monotonic (never false then true for
+				// one acquisition) by treating the lease as lost and handing it back.
+				m.mu.Lock()
+				lapsed := m.cfg.clock.Now()-froms[i] >= m.cfg.leaseDuration
+				if lapsed {
+					m.dropLocked(e)
+				} else {
+					e.lease, e.validFrom = r.Lease, start
+				}
+				m.mu.Unlock()
+				if lapsed {
+					late = append(late, r.Lease)
+					m.cfg.logger.Warn("shardmap: lease lost: "+WhyLateRenew, "shard", ls[i].ShardID)
+					lost = append(lost, lostLease{ls[i].ShardID, WhyLateRenew})
+				} else {
+					rep.Renewed++
+				}
+			case errors.Is(r.Err, ErrConflict):
+				m.drop(e)
+				m.cfg.logger.Info("shardmap: lease lost: "+WhyConflict, "shard", ls[i].ShardID)
+				lost = append(lost, lostLease{ls[i].ShardID, WhyConflict})
+			default:
+				m.cfg.logger.Warn("shardmap: lease renewal failed; retrying next round", "shard", ls[i].ShardID, "err", r.Err)
+			}
+		}
+		m.handBackAll(ctx, late, rep)
 	}
-	m.mu.Unlock()
-	if lapsed { // the write took a whole lease duration: too late to use it
-		m.handBack(ctx, nl, rep)
-		return false
+	for _, e := range es {
+		e.wmu.Unlock()
 	}
-	m.seen[nl.ShardID] = seenInfo{counter: nl.Counter, changedAt: m.cfg.clock.Now()}
-	m.cfg.logger.Info("shardmap: lease acquired", "shard", nl.ShardID, "how", how, "from", l.Owner, "epoch", nl.Epoch)
-	if f := m.cfg.events.Acquired; f != nil {
-		f(nl.ShardID, nl, how, l.Owner)
+	for _, l := range lost {
+		m.emitLost(l.id, l.why)
+		rep.Lost++
 	}
-	return true
 }
 
 // Valid reports whether this worker may still act on the shard: it holds the lease and the
@@ -625,14 +878,14 @@ func (m *Manager) Owned() []Lease {
 // afterwards. Errors: ErrNotOwned (wrapped) when not held; ErrConflict (wrapped) when
 // another worker had already taken it; store errors (the lease then expires by itself).
 func (m *Manager) Release(ctx context.Context, shardID string) error {
-	return m.finalWrite(ctx, shardID, "release", func(l *Lease) { l.Owner = "" })
+	return m.finalWrite(ctx, shardID, "release", func(l *Lease) { l.Owner, l.Module = "", "" })
 }
 
 // Finish marks the shard's lease finished (State finished, Owner "", epoch kept): the closed
 // shard was read to its end (source.ErrShardEnded) and its cursor saved, so its children may
 // start. Errors as for Release.
 func (m *Manager) Finish(ctx context.Context, shardID string) error {
-	return m.finalWrite(ctx, shardID, "finish", func(l *Lease) { l.Owner, l.State = "", StateFinished })
+	return m.finalWrite(ctx, shardID, "finish", func(l *Lease) { l.Owner, l.Module, l.State = "", "", StateFinished })
 }
 
 // ReleaseAll releases every held lease (graceful shutdown, after Run returned and the runners
@@ -677,14 +930,28 @@ func (m *Manager) finalWrite(ctx context.Context, shardID, what string, change f
 	return nil
 }
 
-// handBack frees a lease this worker wrote last (l as returned by the store) but must not
-// use. On failure the lease simply expires.
-func (m *Manager) handBack(ctx context.Context, l Lease, rep *RoundReport) {
-	l.Owner = ""
-	_, err := m.store.Update(ctx, l)
-	rep.Writes++
-	if err != nil {
-		m.cfg.logger.Warn("shardmap: could not free a lapsed lease; it will expire", "shard", l.ShardID, "err", err)
+// handBackAll frees leases this worker wrote last (ls as returned by the store) but must not
+// use, MaxBatch per store call. A lease that fails to be freed simply expires.
+func (m *Manager) handBackAll(ctx context.Context, ls []Lease, rep *RoundReport) {
+	for len(ls) > 0 {
+		n := min(len(ls), MaxBatch)
+		free := make([]Lease, n)
+		for i, l := range ls[:n] {
+			free[i] = l
+			free[i].Owner, free[i].Module = "", ""
+		}
+		res, err := m.write(ctx, free)
+		rep.Writes += n
+		for i, l := range free {
+			e := err
+			if e == nil {
+				e = res[i].Err
+			}
+			if e != nil {
+				m.cfg.logger.Warn("shardmap: could not free a lapsed lease; it will expire", "shard", l.ShardID, "err", e)
+			}
+		}
+		ls = ls[n:]
 	}
 }
 

@@ -29,15 +29,22 @@ func init() {
 	var trusted bool
 	var deadline time.Duration
 	// runWorker is the worker once the flags are checked and the signals caught.
-	var runWorker func(ctx context.Context, logger *slog.Logger) error
+	var runWorker func(ctx context.Context, logger *slog.Logger, memPages uint32) error
 	var started bool // runWorker got to container.Runner.Run
+	var memLimit string
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run a projection's WASM handler over the local journal (one worker; start several to share the shards)",
 		Long: `Run is one worker of projection --name. It takes shard leases (sharing them with every other
 worker of the same projection on the same store), projects each owned shard's events through the
 handler into the read model, and saves cursors in batches. SIGINT/SIGTERM finish the current batch,
-save cursors, release leases and exit 0.`,
+save cursors, release leases and exit 0.
+
+Every worker of one --name must run the same handler: each lease records its owner's module
+(sha256 of the --handler file). A worker whose module differs from a live worker's takes no lease
+and exits 1 (within about one --lease-duration), naming both modules and that worker. To deploy a
+new handler, stop every worker (gracefully: the new one then starts at once; after a crash, once
+the old leases expire) and start them with it, or run it under another --name.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" || handler == "" {
@@ -45,6 +52,10 @@ save cursors, release leases and exit 0.`,
 			}
 			if deadline < 0 || deadline > 0 && deadline < time.Millisecond {
 				return fmt.Errorf("--batch-deadline must be at least 1ms")
+			}
+			memPages, err := host.ParseMemoryLimit(memLimit)
+			if err != nil {
+				return fmt.Errorf("--memory-limit: %w", err)
 			}
 			pol, err := projection.ParseOnError(onError)
 			if err != nil {
@@ -60,7 +71,7 @@ save cursors, release leases and exit 0.`,
 			ctx, stop := gracefulContext(cmd.Context(), logger)
 			defer stop()
 			started = false
-			err = runWorker(ctx, logger)
+			err = runWorker(ctx, logger, memPages)
 			if err != nil && !started && ctx.Err() != nil {
 				// A signal during start-up (a setup step failed on the cancelled context):
 				// nothing was taken yet, so it is a graceful stop like any other.
@@ -70,7 +81,7 @@ save cursors, release leases and exit 0.`,
 			return err
 		},
 	}
-	runWorker = func(ctx context.Context, logger *slog.Logger) error {
+	runWorker = func(ctx context.Context, logger *slog.Logger, memPages uint32) error {
 		wasm, err := os.ReadFile(handler)
 		if err != nil {
 			return fmt.Errorf("reading handler: %w", err)
@@ -89,7 +100,7 @@ save cursors, release leases and exit 0.`,
 			return err
 		}
 		defer st.Close()
-		rt, err := host.NewRuntime(ctx, host.WithLogger(logger))
+		rt, err := host.NewRuntime(ctx, host.WithLogger(logger), host.WithMemoryLimitPages(memPages))
 		if err != nil {
 			return err
 		}
@@ -117,6 +128,7 @@ save cursors, release leases and exit 0.`,
 			c.Hooks = projection.Chain(c.Hooks, projection.TraceHooks(f))
 		}
 		c.Source, c.Stores, c.Modules = j, st.Stores, projection.Fixed(mod)
+		c.ModuleID = container.ModuleID(wasm)
 		r, err := container.New(c)
 		if err != nil {
 			return err
@@ -144,15 +156,16 @@ save cursors, release leases and exit 0.`,
 	f.StringVar(&handler, "handler", "", "handler module (.wasm, projhost ABI v1)")
 	f.BoolVar(&cfg.UntilCaughtUp, "until-caught-up", false, "exit 0 once every shard's cursor reaches the journal's end")
 	f.IntVar(&cfg.BatchSize, "batch-size", container.DefaultBatchSize, "max events per handler call")
-	f.DurationVar(&cfg.BatchWait, "batch-wait", container.DefaultBatchWait, "max wait for a batch to fill")
+	f.DurationVar(&cfg.BatchWait, "batch-wait", container.DefaultBatchWait, "max wait for a batch to fill (an idle shard is then read less often: this, doubling, up to once a second)")
 	f.IntVar(&cfg.CursorEveryEvents, "cursor-every-events", projection.DefaultCursorEveryEvents, "save the cursor (with the documents handled since the last save) after this many events")
 	f.DurationVar(&cfg.CursorEvery, "cursor-every", projection.DefaultCursorEvery, "save the cursor at least this often while events flow; the documents handled since the last save are written with it, so they stay invisible to queries for up to this long")
 	f.StringVar(&onError, "on-error", string(projection.DefaultOnError), "what to do with an event the handler keeps failing on: retry (for ever), dead-letter (store it, go on) or stop (stop the shard until projhost resume)")
 	f.IntVar(&cfg.Policy.MaxAttempts, "max-attempts", projection.DefaultMaxAttempts, "handler calls of a failing batch before --on-error dead-letter or stop acts")
 	f.DurationVar(&cfg.LeaseDuration, "lease-duration", shardmap.DefaultLeaseDuration, "lease duration: a worker silent this long loses its shards (renewed every third of it)")
 	f.StringVar(&workerID, "worker-id", "", "unique worker id (default HOSTNAME-PID)")
-	f.BoolVar(&trusted, "trusted", false, "trust the handler: no per-batch deadline (faster; a runaway loop then hangs the shard)")
+	f.BoolVar(&trusted, "trusted", false, "trust the handler: no per-batch deadline (a batch may run as long as it takes; a runaway loop then holds its shard, but the other shards, lease renewals and SIGINT/SIGTERM keep working)")
 	f.DurationVar(&deadline, "batch-deadline", 0, "per-batch deadline of the handler (default 5s; ignored with --trusted)")
+	f.StringVar(&memLimit, "memory-limit", host.DefaultMemoryLimit, "cap on each handler instance's memory, in binary units, a multiple of 64KiB (e.g. 64MiB, 1GiB; at most 4GiB); one instance per owned shard, so a worker may hold shards x this")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&trace, "trace", "", "append every shard open, batch, cursor save, handler error, dead letter, replay, stop and lease event to this file as JSON lines (projection.TraceRecord; for tools and tests)")
 	rootCmd.AddCommand(cmd)

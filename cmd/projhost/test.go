@@ -17,6 +17,7 @@ func init() {
 	var handler, events, keyField, logLevel string
 	var batchSize int
 	var trusted bool
+	var memLimit string
 	cmd := &cobra.Command{
 		Use:   "test --handler H.wasm --events FILE",
 		Short: "Run a WASM handler over an events file against an in-memory read model and print the result",
@@ -37,6 +38,10 @@ Each element is one event: its JSON is the event data, its --key-field the parti
 			if batchSize < 1 {
 				return fmt.Errorf("--batch-size must be at least 1")
 			}
+			memPages, err := host.ParseMemoryLimit(memLimit)
+			if err != nil {
+				return fmt.Errorf("--memory-limit: %w", err)
+			}
 			lvl := slog.LevelInfo
 			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level %q: use debug, info, warn or error", logLevel)
@@ -46,7 +51,7 @@ Each element is one event: its JSON is the event data, its --key-field the parti
 				KeyField:       keyField,
 				BatchSize:      batchSize,
 				Trusted:        trusted,
-				RuntimeOptions: []host.RuntimeOption{host.WithLogger(logger)},
+				RuntimeOptions: []host.RuntimeOption{host.WithLogger(logger), host.WithMemoryLimitPages(memPages)},
 			})
 			if err != nil {
 				return err
@@ -79,7 +84,8 @@ Each element is one event: its JSON is the event data, its --key-field the parti
 	f.StringVar(&events, "events", "", "events file: JSON array or JSON lines, optionally gzip-compressed")
 	f.StringVar(&keyField, "key-field", "origin", "top-level event field used as the partition key")
 	f.IntVar(&batchSize, "batch-size", 100, "events per handler call")
-	f.BoolVar(&trusted, "trusted", false, "run without the per-batch deadline (faster; a runaway loop then hangs)")
+	f.BoolVar(&trusted, "trusted", false, "run without the per-batch deadline (a runaway loop then runs until interrupted with SIGINT)")
+	f.StringVar(&memLimit, "memory-limit", host.DefaultMemoryLimit, "cap on the handler instance's memory, in binary units, a multiple of 64KiB (e.g. 64MiB, 1GiB; at most 4GiB)")
 	f.StringVar(&logLevel, "log-level", "info", "guest and host log level on stderr: debug, info, warn, error")
 	rootCmd.AddCommand(cmd)
 }

@@ -75,6 +75,11 @@ func TestTestCommandErrors(t *testing.T) {
 		{"no key field", []string{"--handler", good, "--events", noKey}, `no field "origin"`},
 		{"handler fails", []string{"--handler", good, "--events", malformed}, "delay"},
 		{"missing flag", []string{"--events", events}, "handler"},
+		{"memory limit not in pages", []string{"--handler", good, "--events", events, "--memory-limit", "100KiB"}, `--memory-limit: bad memory limit "100KiB": 102400 bytes is not a whole number of 64 KiB wasm pages (e.g. 64KiB or 128KiB)`},
+		{"memory limit in decimal units", []string{"--handler", good, "--events", events, "--memory-limit", "128MB"}, "decimal units are not accepted; use KiB, MiB or GiB"},
+		{"memory limit too large", []string{"--handler", good, "--events", events, "--memory-limit", "8GiB"}, "at most 4GiB"},
+		{"memory limit below the module's minimum", []string{"--handler", testwasm.Path(t, "flightdelays-go"), "--events", events, "--memory-limit", "64KiB"},
+			"memory exceeds the host's cap"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -90,6 +95,32 @@ func TestTestCommandErrors(t *testing.T) {
 			require.NotContains(t, msg, "goroutine")
 			require.Contains(t, msg, c.msg)
 			require.Empty(t, stdout.String())
+		})
+	}
+}
+
+// TestRunMemoryLimit: run refuses a bad --memory-limit as test does (one rule, in
+// host.ParseMemoryLimit), and passes a good one to the runtime (a Go handler does not fit in
+// 64KiB, and Load says so).
+func TestRunMemoryLimit(t *testing.T) {
+	dir := t.TempDir()
+	projhost(t, "journal", "create", "--data", dir, "--shards", "1")
+	goWasm := testwasm.Path(t, "flightdelays-go")
+	for _, c := range []struct{ limit, msg string }{
+		{"100KiB", `--memory-limit: bad memory limit "100KiB": 102400 bytes is not a whole number of 64 KiB wasm pages`},
+		{"1GB", "decimal units are not accepted"},
+		{"64KiB", "memory exceeds the host's cap"},
+	} {
+		t.Run(c.limit, func(t *testing.T) {
+			cmd := exec.Command(binPath, "run", "--data", dir, "--name", "m", "--handler", goWasm, "--until-caught-up", "--memory-limit", c.limit)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee)
+			require.NotZero(t, ee.ExitCode())
+			require.Contains(t, stderr.String(), c.msg)
+			require.NotContains(t, stderr.String(), "goroutine")
 		})
 	}
 }

@@ -138,22 +138,6 @@ func TestMeasureNativeCount(t *testing.T) {
 	assert.ErrorIs(t, err, ErrArgs)
 }
 
-func TestMemTracker(t *testing.T) {
-	var tr memTracker
-	assert.Equal(t, uint64(0), tr.size())
-	m := tr.Allocate(2*65536, 16*65536)
-	buf := m.Reallocate(65536)
-	assert.Len(t, buf, 65536)
-	assert.Equal(t, uint64(65536), tr.size())
-	buf[10] = 7
-	buf = m.Reallocate(5 * 65536) // beyond the initial capacity: copied
-	assert.Len(t, buf, 5*65536)
-	assert.Equal(t, byte(7), buf[10])
-	assert.Equal(t, uint64(5*65536), tr.size())
-	m.Free()
-	assert.Equal(t, uint64(0), tr.size())
-}
-
 // TestMeasureE2E projects 3,500 flights (flights-2k repeated, limited) through a 2-shard journal
 // with count-as and checks the counters: every event handled once (none replayed), one lease
 // per shard, no lease conflicts, cursors saved.

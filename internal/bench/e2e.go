@@ -57,7 +57,8 @@ type E2EResult struct {
 	ProjectTime time.Duration
 	Stats       container.Stats // the runner's counters at the end
 	// LeaseCreates, LeaseUpdates and LeaseLists count the runner's calls to the lease store
-	// (updates are acquisitions, renewals and releases); LeaseConflicts counts the updates that
+	// (updates are acquisitions, renewals and releases, one per lease also when the store
+	// writes them in batches: shardmap.BatchUpdater); LeaseConflicts counts the updates that
 	// failed with shardmap.ErrConflict (the lease had changed: lost after a late renewal).
 	LeaseCreates, LeaseUpdates, LeaseLists, LeaseConflicts int64
 	// Warnings are the runner's warning messages with their counts, most frequent first
@@ -174,6 +175,9 @@ func e2eRun(ctx context.Context, opts E2EOptions, mod *host.Module, shards int) 
 	leases := &countingLeases{LeaseStore: st.Leases}
 	counted := *st
 	counted.Leases = leases
+	if b, ok := st.Leases.(shardmap.BatchUpdater); ok { // keep the store's batched writes
+		counted.Leases = &countingBatchLeases{leases, b}
+	}
 	warns := newWarnCounter(opts.Logger.Handler())
 	r, err := container.New(container.Config{
 		Config: projection.Config{Projection: "bench", Stores: &counted, Modules: projection.Fixed(mod),
@@ -274,6 +278,24 @@ func (c *countingLeases) List(ctx context.Context, projection string) ([]shardma
 func (c *countingLeases) Create(ctx context.Context, l shardmap.Lease) error {
 	c.creates.Add(1)
 	return c.LeaseStore.Create(ctx, l)
+}
+
+// countingBatchLeases is countingLeases of a shardmap.BatchUpdater: UpdateMany counts one
+// update per lease.
+type countingBatchLeases struct {
+	*countingLeases
+	b shardmap.BatchUpdater
+}
+
+func (c *countingBatchLeases) UpdateMany(ctx context.Context, ls []shardmap.Lease) ([]shardmap.UpdateResult, error) {
+	c.updates.Add(int64(len(ls)))
+	res, err := c.b.UpdateMany(ctx, ls)
+	for _, r := range res {
+		if errors.Is(r.Err, shardmap.ErrConflict) {
+			c.conflicts.Add(1)
+		}
+	}
+	return res, err
 }
 
 func (c *countingLeases) Update(ctx context.Context, l shardmap.Lease) (shardmap.Lease, error) {

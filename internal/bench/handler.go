@@ -9,8 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tetratelabs/wazero/experimental"
-
 	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/source"
 )
@@ -90,8 +88,8 @@ type HandlerReport struct {
 	// events (a multiple of 64 KiB pages).
 	GuestMemory uint64
 	// HeapDelta is the growth of the Go heap (live bytes after a GC) from before the handler
-	// was created to after that first batch: wazero keeps the linear memory on the Go heap, so
-	// it includes GuestMemory plus the instance's own structures.
+	// was created to after that first batch: the instance's own structures, plus GuestMemory
+	// where the host keeps it on the Go heap (not on Linux: host/RATIONALE.md).
 	HeapDelta int64
 	MemBatch  int
 
@@ -228,16 +226,14 @@ func measureInstantiate(ctx context.Context, mod *host.Module, ev source.Event, 
 // measureMemory creates a handler, runs batch through it with a memory allocator that records
 // the guest's linear memory size, and returns that size and the Go heap growth.
 func measureMemory(ctx context.Context, mod *host.Module, batch []source.Event) (guest uint64, heapDelta int64, err error) {
-	var alloc memTracker
-	actx := experimental.WithMemoryAllocator(ctx, &alloc)
 	before := liveHeap()
 	h := mod.NewHandler(host.TestShardID)
-	if _, err := h.Handle(actx, batch, host.NewMemReadModel()); err != nil {
+	if _, err := h.Handle(ctx, batch, host.NewMemReadModel()); err != nil {
 		h.Close(ctx)
 		return 0, 0, fmt.Errorf("bench: first batch of %s: %w", mod.Name(), err)
 	}
 	after := liveHeap()
-	guest = alloc.size()
+	guest = h.MemorySize()
 	runtime.KeepAlive(h)
 	if err := h.Close(ctx); err != nil {
 		return 0, 0, fmt.Errorf("bench: closing handler: %w", err)
@@ -255,32 +251,3 @@ func liveHeap() uint64 {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
 }
-
-// memTracker is a wazero memory allocator that keeps the linear memory on the Go heap, growing
-// it as wazero does by default, and records the size of the last memory it allocated.
-type memTracker struct{ mem *trackedMemory }
-
-type trackedMemory struct{ buf []byte }
-
-func (t *memTracker) Allocate(capBytes, _ uint64) experimental.LinearMemory {
-	t.mem = &trackedMemory{buf: make([]byte, 0, capBytes)}
-	return t.mem
-}
-
-func (t *memTracker) size() uint64 {
-	if t.mem == nil {
-		return 0
-	}
-	return uint64(len(t.mem.buf))
-}
-
-func (m *trackedMemory) Reallocate(size uint64) []byte {
-	if size <= uint64(cap(m.buf)) {
-		m.buf = m.buf[:size]
-	} else {
-		m.buf = append(m.buf, make([]byte, size-uint64(len(m.buf)))...)
-	}
-	return m.buf
-}
-
-func (m *trackedMemory) Free() { m.buf = nil }

@@ -17,7 +17,7 @@ func WriteHandler(w io.Writer, rep *HandlerReport) error {
 	fmt.Fprintf(tw, "  compile warm\t%s\t(new runtime, same cache dir)\n", Dur(rep.CompileWarm))
 	fmt.Fprintf(tw, "  instantiate\t%s\t(instance + _initialize)\n", Dur(rep.Instantiate))
 	fmt.Fprintf(tw, "  guest memory\t%s\t(%d pages after a first batch of %d)\n", Bytes(int64(rep.GuestMemory)), rep.GuestMemory/65536, rep.MemBatch)
-	fmt.Fprintf(tw, "  Go heap delta\t%s\t(per instance, includes the guest memory)\n", signedBytes(rep.HeapDelta))
+	fmt.Fprintf(tw, "  Go heap delta\t%s\t(per instance; the guest memory is outside the Go heap on Linux)\n", signedBytes(rep.HeapDelta))
 	if err := tw.Flush(); err != nil { // the cost lines and the table align separately
 		return err
 	}

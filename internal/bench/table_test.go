@@ -159,7 +159,7 @@ func TestWriteHandler(t *testing.T) {
   compile warm   3.5 ms      (new runtime, same cache dir)
   instantiate    183 µs      (instance + _initialize)
   guest memory   384.0 KiB   (6 pages after a first batch of 1000)
-  Go heap delta  +516.1 KiB  (per instance, includes the guest memory)
+  Go heap delta  +516.1 KiB  (per instance; the guest memory is outside the Go heap on Linux)
   batch  deadline  events/s  passes
   1      on        8,459     1
   1      off       130,371   7

@@ -124,6 +124,7 @@ func Cases() []Case {
 		{Name: "until caught up, AssemblyScript handler", Fn: untilCaughtUp(testwasm.FlightDelaysAS)},
 		{Name: "until caught up, Go handler", Fn: untilCaughtUp(testwasm.FlightDelaysGo)},
 		{Name: "lease balance then three workers project", Fn: testBalance},
+		{Name: "a second module under the same name is refused", Fn: testModuleConflict},
 		{Name: "kill -9 twice while appending", Fn: testKill9Twice},
 		{Name: "paused worker is fenced", Fn: testPausedWorker},
 		{Name: "one of two workers paused ten times", Fn: testPausedTenTimes},

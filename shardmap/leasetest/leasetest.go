@@ -9,7 +9,7 @@
 // The factory is called once per subtest. It may return the same backing table every time: each
 // subtest uses its own fresh projection name, so leftovers of other subtests or earlier runs never
 // interfere. The suite checks only the documented contract of shardmap.LeaseStore (no storage
-// details) and keeps write counts low (about 150 conditional writes in all) so that it runs in a
+// details; UpdateMany only when the store is a shardmap.BatchUpdater) and keeps write counts low (about 150 conditional writes in all) so that it runs in a
 // few seconds against a local DynamoDB-compatible server.
 package leasetest
 
@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -37,6 +38,9 @@ func Run(t *testing.T, newStore func(t *testing.T) shardmap.LeaseStore) {
 		{Name: "UpdateMissing", Fn: testUpdateMissing},
 		{Name: "RaceUpdate", Fn: testRaceUpdate},
 		{Name: "RaceCreate", Fn: testRaceCreate},
+		{Name: "Module", Fn: testModule},
+		{Name: "UpdateMany", Fn: testUpdateMany},
+		{Name: "RaceUpdateMany", Fn: testRaceUpdateMany},
 	})
 }
 
@@ -47,7 +51,7 @@ func projection(t *testing.T) string { return suitekit.Name(t, "leasetest") }
 
 // equal compares leases, treating nil and empty ParentIDs alike.
 func equal(a, b shardmap.Lease) bool {
-	return a.Projection == b.Projection && a.ShardID == b.ShardID && a.Owner == b.Owner &&
+	return a.Projection == b.Projection && a.ShardID == b.ShardID && a.Owner == b.Owner && a.Module == b.Module &&
 		a.Counter == b.Counter && a.Epoch == b.Epoch && a.State == b.State &&
 		slices.Equal(a.ParentIDs, b.ParentIDs)
 }
@@ -318,4 +322,159 @@ func testRaceCreate(t *testing.T, s shardmap.LeaseStore) {
 	if got := mustGet(t, s, proj, "s1"); got.Owner != won[0] || got.Counter != 0 {
 		t.Fatalf("stored lease %+v, want owner %s counter 0", got, won[0])
 	}
+}
+
+// testModule: Lease.Module is stored by Create and Update like every other field, and
+// replaced (cleared too) by the next Update.
+func testModule(t *testing.T, s shardmap.LeaseStore) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	l := shardmap.Lease{Projection: proj, ShardID: "s1", Owner: "w1", Module: "sha256:aa", Epoch: 1, State: shardmap.StateActive}
+	if err := s.Create(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustGet(t, s, proj, "s1"); !equal(got, l) {
+		t.Fatalf("created %+v, listed %+v", l, got)
+	}
+	for _, m := range []string{"sha256:bb", "", "sha256:" + strings.Repeat("0123456789abcdef", 4)} {
+		l.Module = m
+		got, err := s.Update(ctx, l)
+		if err != nil {
+			t.Fatalf("Update with module %q: %v", m, err)
+		}
+		l.Counter++
+		if !equal(got, l) {
+			t.Fatalf("Update returned %+v, want %+v", got, l)
+		}
+		if stored := mustGet(t, s, proj, "s1"); !equal(stored, l) {
+			t.Fatalf("stored %+v, want %+v", stored, l)
+		}
+	}
+}
+
+// testUpdateMany: each lease of a batch is written or refused on its own counter (not
+// all-or-nothing); results come in the order of the input.
+func testUpdateMany(t *testing.T, s shardmap.LeaseStore) {
+	b := batchUpdater(t, s)
+	ctx, proj := ctxT(t), projection(t)
+	var ls []shardmap.Lease
+	for _, id := range []string{"s0", "s1", "s2", "s3"} {
+		l := shardmap.Lease{Projection: proj, ShardID: id, Counter: 10, State: shardmap.StateActive}
+		if err := s.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		l.Owner, l.Module, l.Epoch = "w1", "sha256:aa", 1
+		ls = append(ls, l)
+	}
+	if res, err := b.UpdateMany(ctx, nil); err != nil || len(res) != 0 {
+		t.Fatalf("UpdateMany(nil) = %v, %v; want no results, no error", res, err)
+	}
+	stale := ls[1]
+	stale.Counter = 9
+	missing := shardmap.Lease{Projection: proj, ShardID: "nope", Owner: "w1", State: shardmap.StateActive}
+	in := []shardmap.Lease{ls[2], stale, missing, ls[0]}
+	res, err := b.UpdateMany(ctx, in)
+	if err != nil {
+		t.Fatalf("UpdateMany: %v", err)
+	}
+	if len(res) != len(in) {
+		t.Fatalf("UpdateMany returned %d results for %d leases", len(res), len(in))
+	}
+	for i, wantOK := range []bool{true, false, false, true} {
+		r := res[i]
+		if !wantOK {
+			if !errors.Is(r.Err, shardmap.ErrConflict) {
+				t.Fatalf("result %d (%s): err = %v, want ErrConflict", i, in[i].ShardID, r.Err)
+			}
+			continue
+		}
+		want := in[i]
+		want.Counter++
+		if r.Err != nil || !equal(r.Lease, want) {
+			t.Fatalf("result %d: %+v, %v; want %+v", i, r.Lease, r.Err, want)
+		}
+	}
+	got := mustList(t, s, proj)
+	want := []int64{11, 10, 11, 10}
+	for i, l := range got {
+		if l.Counter != want[i] || (want[i] == 11) != (l.Owner == "w1") {
+			t.Fatalf("after UpdateMany: %s = %+v, want counter %d (written: owner w1)", l.ShardID, l, want[i])
+		}
+	}
+	if len(got) != 4 {
+		t.Fatalf("after UpdateMany: %d leases listed, want 4 (a missing lease must not be created)", len(got))
+	}
+}
+
+// testRaceUpdateMany: workers renewing overlapping batches with the same counters: each lease
+// is won by exactly one of them.
+func testRaceUpdateMany(t *testing.T, s shardmap.LeaseStore) {
+	b := batchUpdater(t, s)
+	ctx, proj := ctxT(t), projection(t)
+	const workers, shards = 6, 8
+	var base []shardmap.Lease
+	for i := 0; i < shards; i++ {
+		l := shardmap.Lease{Projection: proj, ShardID: fmt.Sprintf("s%d", i), State: shardmap.StateActive}
+		if err := s.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		base = append(base, l)
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		won  = map[string][]string{}
+		errs []error
+	)
+	start := make(chan struct{})
+	for w := 0; w < workers; w++ {
+		owner := fmt.Sprintf("w%d", w)
+		var mine []shardmap.Lease
+		for i, l := range base {
+			if (i+w)%3 != 0 { // overlapping subsets
+				l.Owner, l.Epoch = owner, 1
+				mine = append(mine, l)
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res, err := b.UpdateMany(ctx, mine)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			for i, r := range res {
+				switch {
+				case r.Err == nil:
+					won[mine[i].ShardID] = append(won[mine[i].ShardID], owner)
+				case !errors.Is(r.Err, shardmap.ErrConflict):
+					errs = append(errs, r.Err)
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("unexpected errors: %v", errs)
+	}
+	for _, l := range mustList(t, s, proj) {
+		if w := won[l.ShardID]; len(w) != 1 || l.Owner != w[0] || l.Counter != 1 {
+			t.Fatalf("lease %+v: winners %v, want exactly one, stored as owner with counter 1", l, w)
+		}
+	}
+}
+
+// batchUpdater returns s as a shardmap.BatchUpdater, or skips the test when it is none.
+func batchUpdater(t *testing.T, s shardmap.LeaseStore) shardmap.BatchUpdater {
+	t.Helper()
+	b, ok := s.(shardmap.BatchUpdater)
+	if !ok {
+		t.Skip("the store is not a shardmap.BatchUpdater")
+	}
+	return b
 }

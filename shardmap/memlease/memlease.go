@@ -28,7 +28,10 @@ type Store struct {
 	leases map[key]shardmap.Lease
 }
 
-var _ shardmap.LeaseStore = (*Store)(nil)
+var (
+	_ shardmap.LeaseStore   = (*Store)(nil)
+	_ shardmap.BatchUpdater = (*Store)(nil)
+)
 
 // New returns an empty store.
 func New() *Store { return &Store{leases: make(map[key]shardmap.Lease)} }
@@ -80,9 +83,33 @@ func (s *Store) Update(ctx context.Context, l shardmap.Lease) (shardmap.Lease, e
 	if l.Projection == "" || l.ShardID == "" {
 		return shardmap.Lease{}, ErrInvalidLease
 	}
-	k := key{l.Projection, l.ShardID}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.updateLocked(l)
+}
+
+// UpdateMany applies Update to every lease of ls under one lock (shardmap.BatchUpdater): each
+// result is the stored lease or the error Update would return. The call fails as a whole only
+// when ctx is done.
+func (s *Store) UpdateMany(ctx context.Context, ls []shardmap.Lease) ([]shardmap.UpdateResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]shardmap.UpdateResult, len(ls))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, l := range ls {
+		if l.Projection == "" || l.ShardID == "" {
+			out[i].Err = ErrInvalidLease
+			continue
+		}
+		out[i].Lease, out[i].Err = s.updateLocked(l)
+	}
+	return out, nil
+}
+
+func (s *Store) updateLocked(l shardmap.Lease) (shardmap.Lease, error) {
+	k := key{l.Projection, l.ShardID}
 	cur, ok := s.leases[k]
 	if !ok {
 		return shardmap.Lease{}, fmt.Errorf("memlease: update %s/%s: no such lease: %w", l.Projection, l.ShardID, shardmap.ErrConflict)

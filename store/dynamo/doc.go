@@ -17,7 +17,8 @@
 // LeaseStore (DESIGN §4) keeps one item per (projection, shard) in the leases table:
 //
 //	projection S (HASH), shard S (RANGE), owner S (absent when free), counter N, epoch N,
-//	parents L of S, state S ("active" | "finished")
+//	parents L of S, state S ("active" | "finished"), module S (the owner's module identity,
+//	shardmap.Lease.Module; absent when "")
 //
 // Every write is a single conditional PutItem: Create with attribute_not_exists(projection),
 // Update with counter = <expected>.

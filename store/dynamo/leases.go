@@ -19,10 +19,16 @@ const (
 	attrLeaseEpoch   = "epoch"
 	attrLeaseParents = "parents"
 	attrLeaseState   = "state"
+	attrLeaseModule  = "module"
 )
 
 // LeaseStore is a shardmap.LeaseStore on the leases table (DESIGN §4; item layout: the package
 // documentation, Leases). Every write is one conditional PutItem. It is safe for concurrent use.
+//
+// It is no shardmap.BatchUpdater: DynamoDB's only multi-item conditional write,
+// TransactWriteItems, is all-or-nothing (one stale counter fails every lease of the call, and a
+// renewal round would lose them all), and BatchWriteItem takes no conditions. The Manager
+// renews through Update then, several at a time, which DynamoDB serves in parallel.
 type LeaseStore struct {
 	api   dynamotables.ItemAPI
 	table string
@@ -124,6 +130,9 @@ func encodeLease(l shardmap.Lease) map[string]types.AttributeValue {
 	if l.Owner != "" {
 		it[attrLeaseOwner] = &types.AttributeValueMemberS{Value: l.Owner}
 	}
+	if l.Module != "" {
+		it[attrLeaseModule] = &types.AttributeValueMemberS{Value: l.Module}
+	}
 	return it
 }
 
@@ -149,6 +158,7 @@ func decodeLease(it map[string]types.AttributeValue) (shardmap.Lease, error) {
 	text(dynamotables.LeasesPK, &l.Projection)
 	text(dynamotables.LeasesSK, &l.ShardID)
 	text(attrLeaseOwner, &l.Owner)
+	text(attrLeaseModule, &l.Module)
 	var state string
 	text(attrLeaseState, &state)
 	l.State = shardmap.State(state)
