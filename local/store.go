@@ -222,11 +222,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("local: create data directory: %w", err)
 	}
 	s := newStore(dir, o.busyTimeout, false)
-	if s.db, err = s.openSQLite(s.path); err != nil {
-		return nil, err
-	}
-	if s.ldb, err = s.openSQLite(s.lpath); err != nil {
-		s.db.Close()
+	if err := s.openFiles(); err != nil {
 		return nil, err
 	}
 	if err := s.migrate(context.Background()); err != nil {
@@ -272,11 +268,7 @@ func OpenReadOnly(dir string, opts ...Option) (*Store, error) {
 		}
 		f.Close()
 	}
-	if s.db, err = s.openSQLite(s.path); err != nil {
-		return nil, err
-	}
-	if s.ldb, err = s.openSQLite(s.lpath); err != nil {
-		s.db.Close()
+	if err := s.openFiles(); err != nil {
 		return nil, err
 	}
 	for _, f := range []struct {
@@ -304,6 +296,19 @@ func newStore(dir string, busy time.Duration, ro bool) *Store {
 	s := &Store{dir: dir, path: filepath.Join(dir, FileName), lpath: filepath.Join(dir, LeaseFileName), busy: busy, ro: ro}
 	s.leases.s, s.cursors.s, s.readModels.s = s, s, s
 	return s
+}
+
+// openFiles opens projhost.db and leases.db (openSQLite).
+func (s *Store) openFiles() error {
+	var err error
+	if s.db, err = s.openSQLite(s.path); err != nil {
+		return err
+	}
+	if s.ldb, err = s.openSQLite(s.lpath); err != nil {
+		s.db.Close()
+		return err
+	}
+	return nil
 }
 
 // openSQLite opens path with the busy timeout, read-only for OpenReadOnly
