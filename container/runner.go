@@ -172,6 +172,9 @@ func (r *Runner) Owned() []string {
 // to one lease duration to tell a live worker's leases from a dead one's).
 func (r *Runner) Run(ctx context.Context) error {
 	if err := r.syncShards(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started: nothing to flush or release
+		}
 		return err
 	}
 	// Shard loops get their own context: a graceful stop must let them flush after ctx ends.

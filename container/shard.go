@@ -24,7 +24,7 @@ const (
 // until the lease is lost, a release is asked for or the shard ends, then close it out.
 func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 	log := r.log.With("shard", s.id, "epoch", s.epoch)
-	sh, err := r.proc.Open(ctx, s.id, s.epoch, projection.ShardOptions{Guard: r.guard(s.id), Interrupt: s.release})
+	sh, err := r.openShard(ctx, s, log)
 	if err != nil {
 		// Usually a benign race: another worker took the shard (a steal while starting up).
 		lvl := slog.LevelWarn
@@ -79,6 +79,41 @@ func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 	log.Info("shard "+string(ev), "cursor", sh.Committed())
 }
 
+// read reads a batch of at most max events and, from a source.ByteBoundedReader, at most
+// maxBytes of event data (the handler's per-call budget: a batch of large events stays within
+// it instead of growing with the batch size).
+func read(ctx context.Context, rd source.ShardReader, max, maxBytes int, wait time.Duration) (source.Batch, error) {
+	if br, ok := rd.(source.ByteBoundedReader); ok {
+		return br.ReadBytes(ctx, max, maxBytes, wait)
+	}
+	return rd.Read(ctx, max, wait)
+}
+
+// openShard opens the shard in the core. A store error (the embedded store's write lock held
+// by a paused process, an unreachable store) is retried every RetryMin while the lease is
+// valid and no release is asked for: giving the lease up would only hand the same wait to the
+// next owner, and report a lease lost that nothing took.
+func (r *Runner) openShard(ctx context.Context, s *shardRun, log *slog.Logger) (*projection.Shard, error) {
+	for {
+		sh, err := r.proc.Open(ctx, s.id, s.epoch, projection.ShardOptions{Guard: r.guard(s.id), Interrupt: s.release})
+		if err == nil || errors.Is(err, projection.ErrLost) || ctx.Err() != nil {
+			return sh, err
+		}
+		if _, ok := r.mgr.Valid(s.id); !ok {
+			return nil, err
+		}
+		select {
+		case <-s.release:
+			return nil, err
+		default:
+		}
+		log.Warn("cannot open the shard: retrying", "err", err)
+		if !r.pause(ctx) {
+			return nil, err
+		}
+	}
+}
+
 // pull is the shard's read loop. For endLost it also says why ("": the lease manager's Lost
 // event tells).
 func (r *Runner) pull(ctx context.Context, s *shardRun, sh *projection.Shard, log *slog.Logger) (ending, string) {
@@ -129,7 +164,7 @@ func (r *Runner) pull(ctx context.Context, s *shardRun, sh *projection.Shard, lo
 			}
 			wait = 0
 		}
-		b, err := rd.Read(ctx, r.cfg.BatchSize, wait)
+		b, err := read(ctx, rd, r.cfg.BatchSize, r.cfg.MaxBatchBytes, wait)
 		if errors.Is(err, source.ErrShardEnded) {
 			return endFinished, ""
 		}

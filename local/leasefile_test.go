@@ -20,7 +20,14 @@ import (
 // store's projhost.db and returns its rollback.
 func lockMain(t *testing.T, s *Store) (rollback func()) {
 	t.Helper()
-	other, err := sql.Open("sqlite", "file:"+s.Path())
+	return lockFile(t, s.Path())
+}
+
+// lockFile starts a write transaction of another connection on the database file path and
+// returns its rollback (also run when t ends).
+func lockFile(t *testing.T, path string) (rollback func()) {
+	t.Helper()
+	other, err := sql.Open("sqlite", "file:"+path)
 	require.NoError(t, err)
 	conn, err := other.Conn(context.Background())
 	require.NoError(t, err)

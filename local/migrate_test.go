@@ -16,7 +16,7 @@ import (
 // it, with one cursor, one document and one applied row.
 func openV1(t *testing.T, dir string) {
 	t.Helper()
-	db, err := openSQLite(filepath.Join(dir, FileName), DefaultBusyTimeout)
+	db, err := newStore(dir, DefaultBusyTimeout, false).openSQLite(filepath.Join(dir, FileName))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,27 @@
 // synchronous=NORMAL: a committed transaction survives a process crash; a power loss may drop
 // the last transactions but never corrupts a file. Writes use BEGIN IMMEDIATE and wait up to
 // the busy timeout (default 5 s, WithBusyTimeout) for another process's write to the same
-// file; past that they fail with ErrBusy.
+// file; past that they fail with ErrBusy. OpenReadOnly opens both files read-only (mode=ro,
+// query_only) for commands that only read: WAL readers take no write lock, so they answer
+// while another process holds it, and they work in a read-only directory.
+//
+// # Several processes
+//
+// Processes on one machine may share a directory on a local file system (SQLite's WAL needs
+// shared memory: not over NFS or SMB). SQLite lets one process at a time write each file.
+// Every write transaction here is a few statements prepared from data computed before it
+// begins (no handler call, no network, no sleep inside), so the write lock is held for
+// milliseconds; a process holds it longer only when it is paused (SIGSTOP, a debugger, a
+// frozen VM) or starved of CPU inside a transaction. While it is, the other processes'
+// commits of projhost.db wait the busy timeout and fail with ErrBusy (their callers retry:
+// store errors are never charged to an event), and nothing is lost; their lease writes, in
+// leases.db, go on, so they keep their leases and take the paused process's after the lease
+// duration (their cursor claims then wait for the lock too); Open of a store at the current
+// schema takes no lock, so a new process starts too. Killing the paused process frees
+// the lock at once (the OS drops its file locks; its unfinished transaction is rolled back).
+// The window in which a pause holds leases.db's lock is a lease write's (a fraction of a
+// millisecond per renewal round): a process paused there stops every renewal until it
+// continues or is killed.
 //
 // Tables (all but deadletters WITHOUT ROWID; sequence numbers are decimal strings as the source
 // returned them):
@@ -96,13 +116,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
-	"modernc.org/sqlite"
+	"github.com/projhost/projhost/internal/sqlitefile"
 )
 
 // FileName is the name of the read-model and cursor database inside the directory given to Open.
@@ -114,12 +134,19 @@ const LeaseFileName = "leases.db"
 // SchemaVersion is the schema version this package writes (PRAGMA user_version of both files).
 const SchemaVersion = 4
 
-// DefaultBusyTimeout is how long a write waits for another process's write lock by default.
-const DefaultBusyTimeout = 5 * time.Second
+// DefaultBusyTimeout is how long a write waits for another process's write lock by default;
+// MaxBusyTimeout is the longest busy timeout accepted (ValidateBusyTimeout).
+const (
+	DefaultBusyTimeout = 5 * time.Second
+	MaxBusyTimeout     = sqlitefile.MaxBusyTimeout
+)
 
-// ErrBusy is returned when the database stayed locked by another connection or process for
-// longer than the busy timeout.
-var ErrBusy = errors.New("local: database is locked by another process (raise the busy timeout with WithBusyTimeout)")
+// ErrBusy is returned when a database file stayed locked by another connection or process for
+// longer than the busy timeout. The error wrapping it names the directory.
+var ErrBusy = errors.New("local: the embedded store is locked by another process")
+
+// ErrNoStore is returned by OpenReadOnly when the directory holds no embedded store.
+var ErrNoStore = errors.New("local: no embedded store")
 
 // ErrInvalid is returned for input the store cannot hold: a sequence number that is not a
 // decimal number, an empty collection or key, a document that is not a JSON object.
@@ -135,12 +162,31 @@ type options struct {
 	busyTimeout time.Duration
 }
 
-// WithBusyTimeout sets how long a write waits for another process's write lock before failing
-// with ErrBusy (default 5 s; SQLite's busy_timeout). Values below 1 ms are raised to 1 ms.
+// WithBusyTimeout sets how long a statement waits for another process's lock of a file before
+// failing with ErrBusy (default DefaultBusyTimeout; SQLite's busy_timeout, in whole
+// milliseconds). Open and OpenReadOnly refuse a value ValidateBusyTimeout refuses.
 func WithBusyTimeout(d time.Duration) Option {
-	return func(o *options) {
-		o.busyTimeout = max(d, time.Millisecond)
+	return func(o *options) { o.busyTimeout = d }
+}
+
+// ValidateBusyTimeout checks a busy timeout: 1 ms to MaxBusyTimeout (ErrInvalid otherwise).
+// Open, OpenReadOnly, the journal's Open and the CLI's --busy-timeout all check with it.
+func ValidateBusyTimeout(d time.Duration) error {
+	if err := sqlitefile.ValidateBusyTimeout(d); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	return nil
+}
+
+func buildOptions(opts []Option) (options, error) {
+	o := options{busyTimeout: DefaultBusyTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := ValidateBusyTimeout(o.busyTimeout); err != nil {
+		return o, fmt.Errorf("local: %w", err)
+	}
+	return o, nil
 }
 
 // Store is the embedded store. It is safe for concurrent use by many goroutines; other processes
@@ -148,8 +194,11 @@ func WithBusyTimeout(d time.Duration) Option {
 type Store struct {
 	db    *sql.DB // FileName: read models and cursors
 	ldb   *sql.DB // LeaseFileName: leases
+	dir   string
 	path  string
 	lpath string
+	busy  time.Duration
+	ro    bool // OpenReadOnly
 	// wmu and lmu serialise this process's writers of db and ldb, so they queue in Go instead
 	// of in SQLite's busy handler (which polls with sleeps). Other processes are serialised by
 	// SQLite's lock of each file. Lease writes never wait for wmu.
@@ -162,27 +211,20 @@ type Store struct {
 }
 
 // Open opens (creating when missing) the databases DIR/projhost.db and DIR/leases.db, creating
-// dir too. Errors: ErrSchema, ErrBusy, file system and SQLite errors.
+// dir too, and upgrades an older schema. Errors: ErrInvalid (an option's value), ErrSchema,
+// ErrBusy, file system and SQLite errors.
 func Open(dir string, opts ...Option) (*Store, error) {
-	o := options{busyTimeout: DefaultBusyTimeout}
-	for _, opt := range opts {
-		opt(&o)
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("local: create data directory: %w", err)
 	}
-	path, lpath := filepath.Join(dir, FileName), filepath.Join(dir, LeaseFileName)
-	db, err := openSQLite(path, o.busyTimeout)
-	if err != nil {
+	s := newStore(dir, o.busyTimeout, false)
+	if err := s.openFiles(); err != nil {
 		return nil, err
 	}
-	ldb, err := openSQLite(lpath, o.busyTimeout)
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	s := &Store{db: db, ldb: ldb, path: path, lpath: lpath}
-	s.leases.s, s.cursors.s, s.readModels.s = s, s, s
 	if err := s.migrate(context.Background()); err != nil {
 		s.Close()
 		return nil, err
@@ -190,25 +232,93 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// openSQLite opens path in WAL mode with synchronous=NORMAL, the busy timeout, and BEGIN
-// IMMEDIATE for every transaction (a deferred transaction that later writes can fail with
-// SQLITE_BUSY without waiting).
-func openSQLite(path string, busy time.Duration) (*sql.DB, error) {
-	q := url.Values{}
-	q.Set("_busy_timeout", fmt.Sprint(busy.Milliseconds()))
-	q.Set("_journal_mode", "WAL")
-	q.Set("_synchronous", "NORMAL")
-	q.Set("_txlock", "immediate")
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
-	db, err := sql.Open("sqlite", dsn)
+// current reports whether both files already have SchemaVersion: then Open needs no write
+// transaction, and starts while another process holds a write lock (a paused worker).
+func (s *Store) current() bool {
+	for _, db := range []*sql.DB{s.db, s.ldb} {
+		var v int
+		if err := db.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != SchemaVersion {
+			return false
+		}
+	}
+	return true
+}
+
+// OpenReadOnly opens the existing store in dir for reading only: both files read-only
+// (SQLite mode=ro and query_only), nothing created, migrated or locked for writing, so it
+// answers while another process holds a write lock (WAL readers never wait for writers) and
+// works in a read-only directory. Every write through it fails. Errors: ErrNoStore (wrapped
+// with what to do) when dir holds no projhost.db; ErrSchema when a file has a newer schema
+// version, or an older one (a worker upgrades it: run `projhost run` once); ErrInvalid (an
+// option's value); a file system error when a file cannot be read; SQLite errors.
+func OpenReadOnly(dir string, opts ...Option) (*Store, error) {
+	o, err := buildOptions(opts)
 	if err != nil {
-		return nil, fmt.Errorf("local: open %s: %w", path, err)
+		return nil, err
+	}
+	s := newStore(dir, o.busyTimeout, true)
+	for _, p := range []string{s.path, s.lpath} {
+		f, err := os.Open(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w in %s (no %s): run a projection there first (projhost run --data %s ...)",
+				ErrNoStore, dir, filepath.Base(p), dir)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("local: cannot read the embedded store in %s: %w", dir, err)
+		}
+		f.Close()
+	}
+	if err := s.openFiles(); err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		db   *sql.DB
+		path string
+	}{{s.db, s.path}, {s.ldb, s.lpath}} {
+		var v int
+		if err := f.db.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("local: read the schema version of %s: %w", f.path, s.wrapBusy(err))
+		}
+		if v != SchemaVersion {
+			s.Close()
+			if v > SchemaVersion {
+				return nil, fmt.Errorf("%w: %s has schema version %d, this program knows %d", ErrSchema, f.path, v, SchemaVersion)
+			}
+			return nil, fmt.Errorf("%w: %s has the older schema version %d: a worker upgrades it (run projhost run there once)",
+				ErrSchema, f.path, v)
+		}
+	}
+	return s, nil
+}
+
+func newStore(dir string, busy time.Duration, ro bool) *Store {
+	s := &Store{dir: dir, path: filepath.Join(dir, FileName), lpath: filepath.Join(dir, LeaseFileName), busy: busy, ro: ro}
+	s.leases.s, s.cursors.s, s.readModels.s = s, s, s
+	return s
+}
+
+// openFiles opens projhost.db and leases.db (openSQLite).
+func (s *Store) openFiles() error {
+	var err error
+	if s.db, err = s.openSQLite(s.path); err != nil {
+		return err
+	}
+	if s.ldb, err = s.openSQLite(s.lpath); err != nil {
+		s.db.Close()
+		return err
+	}
+	return nil
+}
+
+// openSQLite opens path with the busy timeout, read-only for OpenReadOnly
+// (internal/sqlitefile).
+func (s *Store) openSQLite(path string) (*sql.DB, error) {
+	db, err := sqlitefile.Open(path, s.busy, s.ro)
+	if err != nil {
+		return nil, fmt.Errorf("local: open %s: %w", path, s.wrapBusy(err))
 	}
 	db.SetMaxIdleConns(4)
-	if err := db.Ping(); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("local: open %s: %w", path, wrapBusy(err))
-	}
 	return db, nil
 }
 
@@ -305,8 +415,12 @@ const movedLeasesVersion = 3
 // migrate brings projhost.db to SchemaVersion and creates leases.db, moving the leases of an
 // older projhost.db there. All of it runs inside projhost.db's write transaction: concurrent
 // Opens wait for it, and a migration interrupted by a crash is redone from the start (leases.db
-// is used only once the old table is gone).
+// is used only once the old table is gone). Files already at SchemaVersion need nothing: no
+// transaction is begun.
 func (s *Store) migrate(ctx context.Context) error {
+	if s.current() {
+		return nil
+	}
 	return s.write(ctx, func(tx *sql.Tx) error {
 		var v int
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
@@ -439,37 +553,38 @@ func (s *Store) Cursors() *Cursors { return &s.cursors }
 func (s *Store) ReadModels() *ReadModels { return &s.readModels }
 
 // write runs fn in one IMMEDIATE transaction of projhost.db, committing when fn returns nil.
+// fn must only run statements: whatever can wait (decoding, validation, a network call) is
+// done before, so that the write lock is held for as short a time as the statements take.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return writeTx(ctx, s.db, &s.wmu, fn)
+	return s.writeTx(ctx, s.db, &s.wmu, fn)
 }
 
 // writeLeases is write for leases.db.
 func (s *Store) writeLeases(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return writeTx(ctx, s.ldb, &s.lmu, fn)
+	return s.writeTx(ctx, s.ldb, &s.lmu, fn)
 }
 
-func writeTx(ctx context.Context, db *sql.DB, mu *sync.Mutex, fn func(tx *sql.Tx) error) error {
+func (s *Store) writeTx(ctx context.Context, db *sql.DB, mu *sync.Mutex, fn func(tx *sql.Tx) error) error {
 	mu.Lock()
 	defer mu.Unlock()
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return wrapBusy(err)
+		return s.wrapBusy(err)
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
-		return wrapBusy(err)
+		return s.wrapBusy(err)
 	}
-	return wrapBusy(tx.Commit())
+	return s.wrapBusy(tx.Commit())
 }
 
-// sqliteBusy is SQLite's primary result code SQLITE_BUSY.
-const sqliteBusy = 5
-
-// wrapBusy turns SQLITE_BUSY into ErrBusy, keeping the driver error in the chain.
-func wrapBusy(err error) error {
-	var se *sqlite.Error
-	if errors.As(err, &se) && se.Code()&0xff == sqliteBusy {
-		return fmt.Errorf("%w: %w", ErrBusy, err)
+// wrapBusy turns SQLITE_BUSY into ErrBusy naming the directory and what may hold the lock,
+// keeping the driver error in the chain.
+func (s *Store) wrapBusy(err error) error {
+	if sqlitefile.IsBusy(err) {
+		return fmt.Errorf("%w: %s stayed locked for longer than the busy timeout of %s "+
+			"(a worker paused or stuck inside a write? it holds the lock until it continues or is killed): %w",
+			ErrBusy, s.dir, s.busy, err)
 	}
 	return err
 }

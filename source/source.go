@@ -63,6 +63,18 @@ type ShardReader interface {
 	Close() error
 }
 
+// ByteBoundedReader is implemented by shard readers that can also bound a read by the bytes of
+// event data it returns (the local journal); container mode reads with the handler's byte
+// budget (projection.Config.MaxBatchBytes), so that large events do not multiply memory by
+// the batch size.
+type ByteBoundedReader interface {
+	ShardReader
+	// ReadBytes is Read returning events while their data bytes stay within maxBytes, and
+	// always at least one event when any is available (an event larger than maxBytes comes
+	// alone). maxBytes <= 0 means the reader's default.
+	ReadBytes(ctx context.Context, max, maxBytes int, wait time.Duration) (Batch, error)
+}
+
 // SeqWidth is event.SeqWidth (129 digits, the Kinesis sequence number pattern's maximum).
 const SeqWidth = event.SeqWidth
 

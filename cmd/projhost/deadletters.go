@@ -89,7 +89,7 @@ next "projhost run" applies them (run --until-caught-up waits for them).`,
 			if state != "" && !st0.Valid() {
 				return fmt.Errorf("--state %q: use failed, replay_requested, replayed, dropped or superseded", state)
 			}
-			st, err := sf.openExisting(cmd.Context())
+			st, err := sf.openReadOnly(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -111,7 +111,7 @@ next "projhost run" applies them (run --until-caught-up waits for them).`,
 			if name == "" || shard == "" || seq == "" {
 				return fmt.Errorf("--name, --shard and --seq are required")
 			}
-			st, err := sf.openExisting(cmd.Context())
+			st, err := sf.openReadOnly(cmd.Context())
 			if err != nil {
 				return err
 			}

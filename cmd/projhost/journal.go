@@ -20,18 +20,23 @@ func init() {
 
 	var data string
 	var shards int
+	var cbusy, abusy time.Duration
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create a local journal with a fixed number of shards",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if shards < 1 {
-				return fmt.Errorf("--shards must be at least 1")
+			if shards < 1 || shards > journal.MaxShards {
+				return fmt.Errorf("--shards %d: use 1 to %d", shards, journal.MaxShards)
+			}
+			opts, err := journalOptions(cbusy)
+			if err != nil {
+				return err
 			}
 			if err := os.MkdirAll(data, 0o755); err != nil {
 				return err
 			}
-			j, err := journal.Create(data, shards)
+			j, err := journal.Create(data, shards, opts...)
 			if err != nil {
 				return err
 			}
@@ -41,7 +46,8 @@ func init() {
 		},
 	}
 	create.Flags().StringVar(&data, "data", defaultDataDir, "data directory")
-	create.Flags().IntVar(&shards, "shards", 4, "number of shards (fixed for the journal's life)")
+	create.Flags().IntVar(&shards, "shards", 4, fmt.Sprintf("number of shards, 1 to %d (fixed for the journal's life)", journal.MaxShards))
+	busyFlag(create, &cbusy)
 
 	var adata, keyField string
 	var batch int
@@ -55,6 +61,13 @@ Events are appended in transactions of --batch events: an interrupted append kee
 and says how many events went in.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := journal.ValidateAppendBatch(batch); err != nil {
+				return fmt.Errorf("--batch: %w", err)
+			}
+			opts, err := journalOptions(abusy)
+			if err != nil {
+				return err
+			}
 			var in io.Reader = cmd.InOrStdin()
 			name := "stdin"
 			if len(args) == 1 && args[0] != "-" {
@@ -65,7 +78,7 @@ and says how many events went in.`,
 				defer f.Close()
 				in, name = f, args[0]
 			}
-			j, err := openJournal(adata)
+			j, err := openJournal(adata, journal.Open, opts...)
 			if err != nil {
 				return err
 			}
@@ -112,7 +125,8 @@ and says how many events went in.`,
 	}
 	appendCmd.Flags().StringVar(&adata, "data", defaultDataDir, "data directory")
 	appendCmd.Flags().StringVar(&keyField, "key-field", "origin", "top-level JSON field used as the partition key")
-	appendCmd.Flags().IntVar(&batch, "batch", 1000, "events per append transaction")
+	appendCmd.Flags().IntVar(&batch, "batch", journal.TxEvents, fmt.Sprintf("events per append transaction, 1 to %d", journal.TxEvents))
+	busyFlag(appendCmd, &abusy)
 
 	jc.AddCommand(create, appendCmd)
 	rootCmd.AddCommand(jc)

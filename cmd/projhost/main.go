@@ -4,14 +4,21 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime/pprof"
 	"strings"
+
+	"github.com/projhost/projhost/local"
+	"github.com/projhost/projhost/source/journal"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "run" {
+		catchStopSignals()
+	}
 	// PROJHOST_CPUPROFILE=FILE writes a Go CPU profile of the whole command (for `go tool pprof`).
 	if path := os.Getenv("PROJHOST_CPUPROFILE"); path != "" {
 		f, err := os.Create(path)
@@ -33,14 +40,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rootCmd.SetOut(stdout)
 	rootCmd.SetErr(stderr)
 	if err := rootCmd.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "projhost: "+oneLine(err.Error()))
+		fmt.Fprintln(stderr, "projhost: "+oneLine(err.Error())+hint(err))
 		return 1
 	}
 	return 0
 }
 
+// hint is what the CLI adds to an error the library cannot phrase in terms of flags.
+func hint(err error) string {
+	if errors.Is(err, local.ErrBusy) || errors.Is(err, journal.ErrBusy) {
+		return " | continue (kill -CONT) or stop the process holding the lock, or wait longer with --busy-timeout"
+	}
+	return ""
+}
+
 // oneLine joins the lines of a multi-line error message with " | " (wazero errors, for
-// example, carry a wasm stack trace), so every error is a single line on stderr.
+// example, carry a wasm stack trace), so every error is a single line on stderr, and escapes
+// the control characters of the rest (a handler's failure message is guest text: escapeText).
 func oneLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	out := lines[:0]
@@ -49,5 +65,5 @@ func oneLine(s string) string {
 			out = append(out, l)
 		}
 	}
-	return strings.Join(out, " | ")
+	return escapeText(strings.Join(out, " | "))
 }

@@ -19,7 +19,7 @@ func init() {
 				return fmt.Errorf("--name and --collection are required")
 			}
 			ctx := cmd.Context()
-			st, err := sf.openExisting(ctx)
+			st, err := sf.openReadOnly(ctx)
 			if err != nil {
 				return err
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/projhost/projhost/projection"
 	"github.com/projhost/projhost/shardmap"
 	"github.com/projhost/projhost/source"
+	"github.com/projhost/projhost/source/journal"
 )
 
 func init() {
@@ -27,6 +28,9 @@ func init() {
 	var onError, trace string
 	var trusted bool
 	var deadline time.Duration
+	// runWorker is the worker once the flags are checked and the signals caught.
+	var runWorker func(ctx context.Context, logger *slog.Logger, memPages uint32) error
+	var started bool // runWorker got to container.Runner.Run
 	var memLimit string
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -63,72 +67,88 @@ the old leases expire) and start them with it, or run it under another --name.`,
 				return fmt.Errorf("--log-level %q: use debug, info, warn or error", logLevel)
 			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			slog.SetDefault(logger) // the AWS SDK's lines too (internal/dynamotables routes them to slog.Default())
 			ctx, stop := gracefulContext(cmd.Context(), logger)
 			defer stop()
-
-			wasm, err := os.ReadFile(handler)
-			if err != nil {
-				return fmt.Errorf("reading handler: %w", err)
+			started = false
+			err = runWorker(ctx, logger, memPages)
+			if err != nil && !started && ctx.Err() != nil {
+				// A signal during start-up (a setup step failed on the cancelled context):
+				// nothing was taken yet, so it is a graceful stop like any other.
+				logger.Info("stopped before starting", "err", err)
+				return nil
 			}
-			j, err := openJournal(sf.data)
-			if err != nil {
-				return err
-			}
-			defer j.Close()
-			st, err := sf.open(ctx)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			rt, err := host.NewRuntime(ctx, host.WithLogger(logger), host.WithMemoryLimitPages(memPages))
-			if err != nil {
-				return err
-			}
-			defer rt.Close(context.Background())
-			mopts := []host.ModuleOption{host.WithTrusted(trusted)}
-			if deadline > 0 {
-				mopts = append(mopts, host.WithBatchDeadline(deadline))
-			}
-			mod, err := rt.Load(ctx, name, wasm, mopts...)
-			if err != nil {
-				return err
-			}
-			if workerID == "" {
-				hn, _ := os.Hostname()
-				workerID = fmt.Sprintf("%s-%d", hn, os.Getpid())
-			}
-			c := cfg
-			c.Projection, c.WorkerID, c.Logger = name, workerID, logger
-			if trace != "" {
-				f, err := os.OpenFile(trace, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-				if err != nil {
-					return fmt.Errorf("--trace: %w", err)
-				}
-				defer f.Close()
-				c.Hooks = projection.Chain(c.Hooks, projection.TraceHooks(f))
-			}
-			c.Source, c.Stores, c.Modules = j, st.Stores, projection.Fixed(mod)
-			c.ModuleID = container.ModuleID(wasm)
-			r, err := container.New(c)
-			if err != nil {
-				return err
-			}
-			var progressDone chan struct{}
-			if term.IsTerminal(int(os.Stderr.Fd())) {
-				progressDone = make(chan struct{})
-				pctx, cancel := context.WithCancel(ctx)
-				defer func() { cancel(); <-progressDone }()
-				go progress(pctx, os.Stderr, r, j, st, name, progressDone)
-			}
-			start := time.Now()
-			if err := r.Run(ctx); err != nil {
-				return err
-			}
-			s := r.Stats()
-			logger.Info("worker stopped", "events", s.Events, "batches", s.Batches, "cursor_saves", s.CursorSaves,
-				"handler_failures", s.Failures, "dead_letters", s.DeadLetters, "replayed", s.Replayed, "elapsed", time.Since(start).Round(time.Millisecond))
-			return nil
+			return err
 		},
+	}
+	runWorker = func(ctx context.Context, logger *slog.Logger, memPages uint32) error {
+		wasm, err := os.ReadFile(handler)
+		if err != nil {
+			return fmt.Errorf("reading handler: %w", err)
+		}
+		jopts, err := sf.journalOptions()
+		if err != nil {
+			return err
+		}
+		j, err := openJournal(sf.data, journal.Open, jopts...)
+		if err != nil {
+			return err
+		}
+		defer j.Close()
+		st, err := sf.open(ctx)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		rt, err := host.NewRuntime(ctx, host.WithLogger(logger), host.WithMemoryLimitPages(memPages))
+		if err != nil {
+			return err
+		}
+		defer rt.Close(context.Background())
+		mopts := []host.ModuleOption{host.WithTrusted(trusted)}
+		if deadline > 0 {
+			mopts = append(mopts, host.WithBatchDeadline(deadline))
+		}
+		mod, err := rt.Load(ctx, name, wasm, mopts...)
+		if err != nil {
+			return err
+		}
+		if workerID == "" {
+			hn, _ := os.Hostname()
+			workerID = fmt.Sprintf("%s-%d", hn, os.Getpid())
+		}
+		c := cfg
+		c.Projection, c.WorkerID, c.Logger = name, workerID, logger
+		if trace != "" {
+			f, err := os.OpenFile(trace, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return fmt.Errorf("--trace: %w", err)
+			}
+			defer f.Close()
+			c.Hooks = projection.Chain(c.Hooks, projection.TraceHooks(f))
+		}
+		c.Source, c.Stores, c.Modules = j, st.Stores, projection.Fixed(mod)
+		c.ModuleID = container.ModuleID(wasm)
+		r, err := container.New(c)
+		if err != nil {
+			return err
+		}
+		var progressDone chan struct{}
+		if term.IsTerminal(int(os.Stderr.Fd())) {
+			progressDone = make(chan struct{})
+			pctx, cancel := context.WithCancel(ctx)
+			defer func() { cancel(); <-progressDone }()
+			go progress(pctx, os.Stderr, r, j, st, name, progressDone)
+		}
+		start := time.Now()
+		started = true
+		if err := r.Run(ctx); err != nil {
+			return err
+		}
+		s := r.Stats()
+		logger.Info("worker stopped", "events", s.Events, "batches", s.Batches, "cursor_saves", s.CursorSaves,
+			"handler_failures", s.Failures, "dead_letters", s.DeadLetters, "replayed", s.Replayed, "elapsed", time.Since(start).Round(time.Millisecond))
+		return nil
 	}
 	sf.register(cmd)
 	f := cmd.Flags()
@@ -137,8 +157,8 @@ the old leases expire) and start them with it, or run it under another --name.`,
 	f.BoolVar(&cfg.UntilCaughtUp, "until-caught-up", false, "exit 0 once every shard's cursor reaches the journal's end")
 	f.IntVar(&cfg.BatchSize, "batch-size", container.DefaultBatchSize, "max events per handler call")
 	f.DurationVar(&cfg.BatchWait, "batch-wait", container.DefaultBatchWait, "max wait for a batch to fill (an idle shard is then read less often: this, doubling, up to once a second)")
-	f.IntVar(&cfg.CursorEveryEvents, "cursor-every-events", projection.DefaultCursorEveryEvents, "save the cursor after this many events")
-	f.DurationVar(&cfg.CursorEvery, "cursor-every", projection.DefaultCursorEvery, "save the cursor at least this often while events flow")
+	f.IntVar(&cfg.CursorEveryEvents, "cursor-every-events", projection.DefaultCursorEveryEvents, "save the cursor (with the documents handled since the last save) after this many events")
+	f.DurationVar(&cfg.CursorEvery, "cursor-every", projection.DefaultCursorEvery, "save the cursor at least this often while events flow; the documents handled since the last save are written with it, so they stay invisible to queries for up to this long")
 	f.StringVar(&onError, "on-error", string(projection.DefaultOnError), "what to do with an event the handler keeps failing on: retry (for ever), dead-letter (store it, go on) or stop (stop the shard until projhost resume)")
 	f.IntVar(&cfg.Policy.MaxAttempts, "max-attempts", projection.DefaultMaxAttempts, "handler calls of a failing batch before --on-error dead-letter or stop acts")
 	f.DurationVar(&cfg.LeaseDuration, "lease-duration", shardmap.DefaultLeaseDuration, "lease duration: a worker silent this long loses its shards (renewed every third of it)")
@@ -178,14 +198,29 @@ func progress(ctx context.Context, w io.Writer, r *container.Runner, hd source.H
 	}
 }
 
+// stopSignals, when set, has caught SIGINT and SIGTERM since main started (catchStopSignals):
+// a signal that arrives while `run` starts up is then a graceful stop, not the default
+// action's death. The Go runtime cannot catch one before main (package initialisation, some
+// 15 ms); that one ends the process as SIGTERM does.
+var stopSignals chan os.Signal
+
+// catchStopSignals starts catching SIGINT and SIGTERM into stopSignals, for gracefulContext.
+func catchStopSignals() {
+	stopSignals = make(chan os.Signal, 2)
+	signal.Notify(stopSignals, os.Interrupt, syscall.SIGTERM)
+}
+
 // gracefulContext is cancelled by the first SIGINT/SIGTERM (graceful stop: finish the batch,
 // save cursors, release leases). A second signal exits at once with status 130: the way out
 // of a trusted handler stuck in a loop; leases then expire and other workers replay from the
 // saved cursors.
 func gracefulContext(parent context.Context, logger *slog.Logger) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(parent)
-	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	ch := stopSignals
+	if ch == nil {
+		ch = make(chan os.Signal, 2)
+		signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	}
 	go func() {
 		select {
 		case sig := <-ch:

@@ -20,6 +20,14 @@ func TestCheckReadOnlyQuery(t *testing.T) {
 		{"DELETE FROM docs", `not "DELETE"`},
 		{"VACUUM INTO '/tmp/x.db'", `not "VACUUM"`},
 		{"SELECT 1; DELETE FROM docs", "one SQL statement"},
+		{"SELECT 'a;b'", ""},
+		{`SELECT key FROM docs WHERE doc LIKE '%;%' -- a; comment`, ""},
+		{"SELECT 1; -- only a comment after", ""},
+		{"-- a comment first\nSELECT 1", ""},
+		{"/* c */ SELECT 1", ""},
+		{"SELECT 'a;b'; SELECT 2", "found 2"},
+		{"-- DELETE FROM docs", `not ""`},
+		{"SELECT 1\x00", "NUL"},
 		{"", `not ""`},
 	}
 	for _, c := range cases {

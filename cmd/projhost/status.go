@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"text/tabwriter"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/projhost/projhost/deadletter"
 	"github.com/projhost/projhost/source"
+	"github.com/projhost/projhost/source/journal"
+	"github.com/projhost/projhost/store/sqlite"
 )
 
 // projectionLister is implemented by lease stores that can list the projections they hold.
@@ -46,14 +49,26 @@ func init() {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			j, err := openJournal(sf.data)
+			jopts, err := sf.journalOptions()
+			if err != nil {
+				return err
+			}
+			j, err := openJournal(sf.data, journal.OpenReadOnly, jopts...)
 			if err != nil {
 				return err
 			}
 			defer j.Close()
-			// The journal exists, so this is a data dir: opening the store (creating it when no
-			// worker ran yet) is harmless.
-			st, err := sf.open(ctx)
+			// Read-only: status answers while a paused worker holds the store's write lock, and
+			// on a read-only directory. The journal exists, so this is a data dir: no store yet
+			// means no projection ran.
+			st, err := sf.openReadOnly(ctx)
+			if errors.Is(err, sqlite.ErrNoStore) {
+				if asJSON {
+					return nil
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), "no projection has run on this store yet")
+				return nil
+			}
 			if err != nil {
 				return err
 			}

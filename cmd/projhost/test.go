@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -55,8 +56,11 @@ Each element is one event: its JSON is the event data, its --key-field the parti
 			if err != nil {
 				return err
 			}
+			// Keys and documents are the handler's: control characters are escaped (escapeJSON)
+			// so that the lines are safe on a terminal and mean the same JSON.
 			w := bufio.NewWriter(cmd.OutOrStdout())
-			enc := json.NewEncoder(w)
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
 			enc.SetEscapeHTML(false)
 			for _, d := range docs {
 				line := struct {
@@ -64,8 +68,12 @@ Each element is one event: its JSON is the event data, its --key-field the parti
 					Key        string          `json:"key"`
 					Doc        json.RawMessage `json:"doc"`
 				}{d.Collection, d.Key, d.Doc}
+				buf.Reset()
 				if err := enc.Encode(line); err != nil {
-					return fmt.Errorf("writing %s/%s: %w", d.Collection, d.Key, err)
+					return fmt.Errorf("writing %s/%s: %w", escapeText(d.Collection), escapeText(d.Key), err)
+				}
+				if _, err := w.Write(escapeJSON(buf.Bytes())); err != nil {
+					return err
 				}
 			}
 			return w.Flush()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 )
 
 // ItemAPI is the part of the DynamoDB client the stores use; *dynamodb.Client implements it.
@@ -76,6 +78,7 @@ type clientOptions struct {
 	cfg         *aws.Config
 	maxAttempts int
 	maxBackoff  time.Duration
+	logger      *slog.Logger
 }
 
 // WithEndpoint sets the DynamoDB endpoint URL, e.g. "http://127.0.0.1:4567" for dynalite or
@@ -97,6 +100,10 @@ func WithStaticCredentials(accessKeyID, secretAccessKey string) ClientOption {
 // Endpoint, region, credential and retry options still apply on top of it.
 func WithConfig(cfg aws.Config) ClientOption { return func(o *clientOptions) { o.cfg = &cfg } }
 
+// WithLogger routes the SDK's own log lines (retries, response-body warnings) to l, as
+// structured records with source=aws-sdk (default: slog.Default()).
+func WithLogger(l *slog.Logger) ClientOption { return func(o *clientOptions) { o.logger = l } }
+
 // WithMaxAttempts sets the attempts per request (default DefaultMaxAttempts; values < 1 keep
 // the default).
 func WithMaxAttempts(n int) ClientOption { return func(o *clientOptions) { o.maxAttempts = n } }
@@ -107,6 +114,14 @@ func WithMaxAttempts(n int) ClientOption { return func(o *clientOptions) { o.max
 // With an endpoint set (a local server), IMDS is not consulted, the region defaults to
 // LocalRegion, and when no credentials are found static dummy credentials ("local"/"local")
 // are used, since local servers accept any signature.
+//
+// The SDK logs through WithLogger's logger (slog.Default()), never straight to stderr. Response
+// checksums: the CRC32 of DynamoDB responses (x-amz-crc32) is validated on AWS's endpoint;
+// with an endpoint set it is not, since Amazon's DynamoDB Local 1.25 answers every refused
+// conditional write with "x-amz-crc32: 0" (the SDK warned "response did not match expected
+// checksum" on each, after having read the body whole; a loopback connection has TCP's
+// checksums). DynamoDB has no flexible checksums: aws.Config.ResponseChecksumValidation does
+// not apply.
 //
 // Retries are the SDK's standard retryer (exponential backoff with jitter, throttling and
 // transient errors) with DefaultMaxAttempts attempts, DefaultMaxBackoff, and no client-side
@@ -160,12 +175,33 @@ func NewClient(ctx context.Context, opts ...ClientOption) (*dynamodb.Client, err
 		// instead of hanging the caller (TCP retransmissions alone take ~15 minutes).
 		cfg.HTTPClient = awshttp.NewBuildableClient().WithTimeout(DefaultAttemptTimeout)
 	}
+	cfg.Logger = sdkLogger(o.logger)
 	endpoint := o.endpoint
 	return dynamodb.NewFromConfig(cfg, func(do *dynamodb.Options) {
 		if endpoint != "" {
 			do.BaseEndpoint = aws.String(endpoint)
+			do.DisableValidateResponseChecksum = true
 		}
 	}), nil
+}
+
+// sdkLogger adapts l (nil: slog.Default() at each line) to the SDK's logging.Logger: warnings
+// at slog's warn level, debug lines at debug, with source=aws-sdk.
+func sdkLogger(l *slog.Logger) logging.Logger {
+	return logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
+		lg := l
+		if lg == nil {
+			lg = slog.Default()
+		}
+		lvl := slog.LevelInfo
+		switch c {
+		case logging.Warn:
+			lvl = slog.LevelWarn
+		case logging.Debug:
+			lvl = slog.LevelDebug
+		}
+		lg.Log(context.Background(), lvl, fmt.Sprintf(format, v...), "source", "aws-sdk")
+	})
 }
 
 func hasCredentials(ctx context.Context, p aws.CredentialsProvider) bool {

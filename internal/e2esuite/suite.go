@@ -127,6 +127,7 @@ func Cases() []Case {
 		{Name: "a second module under the same name is refused", Fn: testModuleConflict},
 		{Name: "kill -9 twice while appending", Fn: testKill9Twice},
 		{Name: "paused worker is fenced", Fn: testPausedWorker},
+		{Name: "one of two workers paused ten times", Fn: testPausedTenTimes},
 		{Name: "graceful handover", Fn: testGracefulHandover},
 		{Name: "poison events dead-lettered then replayed", Fn: testPoisonEvents},
 		{Name: "replay requested with no worker running", Fn: testReplayNoWorker},

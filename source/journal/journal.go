@@ -32,7 +32,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -40,8 +39,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"modernc.org/sqlite"
-
+	"github.com/projhost/projhost/internal/sqlitefile"
 	"github.com/projhost/projhost/source"
 )
 
@@ -54,12 +52,17 @@ const (
 	MaxShards          = 10000
 	MaxPartitionKeyLen = 256     // Unicode characters
 	MaxDataLen         = 1 << 20 // bytes
-	// TxEvents is how many events one append transaction holds at most.
+	// TxEvents is how many events one append transaction holds at most (ValidateAppendBatch's
+	// maximum).
 	TxEvents = 1000
 	// DefaultReadMax is the batch size Read uses when asked for max <= 0; MaxRead bounds max
 	// (Kinesis GetRecords' limit).
 	DefaultReadMax = 1000
 	MaxRead        = 10000
+	// DefaultReadBytes bounds the event data bytes of one Read (and of ReadBytes asked for
+	// maxBytes <= 0): projhost's per-handler-call budget (projection.DefaultMaxBatchBytes).
+	// Kinesis GetRecords returns at most 10 MiB per call.
+	DefaultReadBytes = 4 << 20
 )
 
 // Defaults of the options.
@@ -77,8 +80,10 @@ var (
 	// last event: the cursor belongs to another journal (the directory was recreated?) or the
 	// journal lost its last transactions in a power failure. Reset the cursor deliberately.
 	ErrBeyondHead = errors.New("journal: position is beyond the shard's last event")
-	// ErrBusy is returned when another process held the write lock longer than the busy timeout.
-	ErrBusy = errors.New("journal: journal is locked by another process (raise the busy timeout with WithBusyTimeout)")
+	// ErrBusy is returned when another process held the write lock longer than the busy timeout
+	// (an appender or worker paused or stuck inside a write holds it until it continues or is
+	// killed).
+	ErrBusy = errors.New("journal: the journal is locked by another process")
 )
 
 // AppendEvent is one event to append.
@@ -98,6 +103,7 @@ type Option func(*options)
 
 type options struct {
 	poll, busy time.Duration
+	ro         bool
 }
 
 // WithPollInterval sets how often a waiting Read looks for new events (default 20 ms; at least
@@ -107,9 +113,9 @@ func WithPollInterval(d time.Duration) Option {
 }
 
 // WithBusyTimeout sets how long a write waits for another process's write lock before failing
-// with ErrBusy (default 5 s; at least 1 ms).
+// with ErrBusy (default 5 s; 1 ms to 1 h, else Create and Open fail with ErrInvalid).
 func WithBusyTimeout(d time.Duration) Option {
-	return func(o *options) { o.busy = max(d, time.Millisecond) }
+	return func(o *options) { o.busy = d }
 }
 
 // Journal is an open journal. It is safe for concurrent use; other processes may use the same
@@ -120,6 +126,7 @@ type Journal struct {
 	shards   int
 	ids      []string // shard ids by index
 	poll     time.Duration
+	busy     time.Duration
 	wmu      sync.Mutex // serialises this process's appends (other processes: SQLite's lock)
 	readStmt *sql.Stmt
 	headStmt *sql.Stmt
@@ -178,27 +185,45 @@ func Open(dir string, opts ...Option) (*Journal, error) {
 	return open(dir, 0, opts)
 }
 
+// OpenReadOnly opens the existing journal in dir for reading only (SQLite mode=ro and
+// query_only): it takes no write lock, so it answers while another process appends or holds
+// the lock, and works in a read-only directory; Append fails. Errors as for Open.
+func OpenReadOnly(dir string, opts ...Option) (*Journal, error) {
+	path := filepath.Join(dir, FileName)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("journal: no journal in %s (create one first): %w", dir, err)
+	}
+	return open(dir, 0, append(opts, func(o *options) { o.ro = true }))
+}
+
 // open opens dir's journal; shards > 0 creates it when missing.
 func open(dir string, shards int, opts []Option) (*Journal, error) {
 	o := options{poll: DefaultPollInterval, busy: DefaultBusyTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if err := sqlitefile.ValidateBusyTimeout(o.busy); err != nil {
+		return nil, fmt.Errorf("journal: %w: %w", ErrInvalid, err)
+	}
 	path := filepath.Join(dir, FileName)
-	q := url.Values{}
-	q.Set("_busy_timeout", fmt.Sprint(o.busy.Milliseconds()))
-	q.Set("_journal_mode", "WAL")
-	q.Set("_synchronous", "NORMAL")
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	if shards == 0 {
+		// A clear error for a file this process cannot read (SQLite says only "unable to open
+		// database file").
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("journal: cannot read %s: %w", path, err)
+		}
+		f.Close()
+	}
+	db, err := sqlitefile.Open(path, o.busy, o.ro)
 	if err != nil {
-		return nil, fmt.Errorf("journal: open %s: %w", path, err)
+		return nil, fmt.Errorf("journal: open %s: %w", path, wrapBusy(err, path, o.busy))
 	}
 	db.SetMaxIdleConns(8)
-	j := &Journal{db: db, path: path, poll: o.poll}
+	j := &Journal{db: db, path: path, poll: o.poll, busy: o.busy}
 	if err := j.init(shards); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("journal: open %s: %w", path, wrapBusy(err))
+		return nil, fmt.Errorf("journal: open %s: %w", path, wrapBusy(err, path, o.busy))
 	}
 	j.ids = make([]string, j.shards)
 	for i := range j.ids {
@@ -234,8 +259,13 @@ func (j *Journal) init(create int) error {
 	if create == 0 {
 		var v string
 		err := j.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'shards'`).Scan(&v)
-		if err != nil {
+		switch {
+		case sqlitefile.IsError(err): // no such table
 			return fmt.Errorf("not a journal (no shard count): %w", err)
+		case errors.Is(err, sql.ErrNoRows):
+			return errors.New("not a journal (no shard count)")
+		case err != nil:
+			return fmt.Errorf("cannot read it (is the directory or the file's -wal or -shm companion writable? is the disk full?): %w", err)
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxShards {
@@ -288,6 +318,16 @@ func (j *Journal) Close() error {
 	return j.db.Close()
 }
 
+// ValidateAppendBatch checks the number of events a caller gathers for one Append call that
+// is one transaction: 1 to TxEvents (ErrInvalid otherwise). `projhost journal append --batch`
+// checks with it.
+func ValidateAppendBatch(n int) error {
+	if n < 1 || n > TxEvents {
+		return fmt.Errorf("%w: %d events per append transaction: use 1 to %d", ErrInvalid, n, TxEvents)
+	}
+	return nil
+}
+
 // Append appends events, each to the shard ShardFor picks, in order, and returns their positions.
 // Events go in transactions of at most TxEvents: a call of up to TxEvents events is atomic, a
 // larger one may, if it fails or the process dies, leave a prefix of whole transactions appended
@@ -313,7 +353,7 @@ func (j *Journal) Append(ctx context.Context, events []AppendEvent) ([]Position,
 		var err error
 		out, err = j.appendTx(ctx, events[start:end], shardOf[start:end], out)
 		if err != nil {
-			return out, fmt.Errorf("journal: append: %w", wrapBusy(err))
+			return out, fmt.Errorf("journal: append: %w", wrapBusy(err, j.path, j.busy))
 		}
 	}
 	return out, nil
@@ -469,21 +509,32 @@ type reader struct {
 }
 
 // Read returns up to max events (DefaultReadMax when max <= 0, at most MaxRead) after the last
-// returned one, polling every poll interval for up to wait when there are none. EventsBehind is
-// the exact count after the last event read at the time of the read; MillisBehind is 0 when caught
-// up, else the age of the last event read.
+// returned one, and no more than DefaultReadBytes of event data (ReadBytes), polling every poll
+// interval for up to wait when there are none. EventsBehind is the exact count after the last
+// event read at the time of the read; MillisBehind is 0 when caught up, else the age of the
+// last event read.
 func (r *reader) Read(ctx context.Context, max int, wait time.Duration) (source.Batch, error) {
+	return r.ReadBytes(ctx, max, DefaultReadBytes, wait)
+}
+
+// ReadBytes is Read with a bound on the event data bytes returned: events are returned while
+// their data adds up to at most maxBytes (DefaultReadBytes when maxBytes <= 0), the first one
+// whatever its size (source.ByteBoundedReader).
+func (r *reader) ReadBytes(ctx context.Context, max, maxBytes int, wait time.Duration) (source.Batch, error) {
 	if max <= 0 {
 		max = DefaultReadMax
 	}
 	max = min(max, MaxRead)
+	if maxBytes <= 0 {
+		maxBytes = DefaultReadBytes
+	}
 	deadline := time.Now().Add(wait)
 	var timer *time.Timer
 	for {
 		if err := ctx.Err(); err != nil {
 			return source.Batch{}, err
 		}
-		events, err := r.query(ctx, max)
+		events, err := r.query(ctx, max, maxBytes)
 		if err != nil {
 			if ctx.Err() != nil {
 				return source.Batch{}, ctx.Err()
@@ -509,22 +560,30 @@ func (r *reader) Read(ctx context.Context, max int, wait time.Duration) (source.
 	}
 }
 
-func (r *reader) query(ctx context.Context, max int) ([]source.Event, error) {
+// query reads up to max events after r.last, stopping before the one that would take their
+// data past maxBytes (the first is always taken). Rows are read one at a time, so the events
+// not taken are never loaded.
+func (r *reader) query(ctx context.Context, max, maxBytes int) ([]source.Event, error) {
 	rows, err := r.j.readStmt.QueryContext(ctx, r.shard, r.last, max)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var events []source.Event
+	size := 0
 	for rows.Next() {
 		var seq int64
 		e := source.Event{ShardID: r.id}
 		if err := rows.Scan(&seq, &e.PartitionKey, &e.ArrivalMs, &e.Data); err != nil {
 			return nil, err
 		}
-		if events == nil {
-			events = make([]source.Event, 0, max)
+		if len(events) > 0 && size+len(e.Data) > maxBytes {
+			break // left for the next read
 		}
+		if events == nil {
+			events = make([]source.Event, 0, min(max, 64))
+		}
+		size += len(e.Data)
 		e.Seq = strconv.FormatInt(seq, 10)
 		events = append(events, e)
 		r.last = seq
@@ -555,15 +614,18 @@ func (r *reader) batch(ctx context.Context, events []source.Event) (source.Batch
 // Close releases nothing (readers hold no resources) and exists for source.ShardReader.
 func (r *reader) Close() error { return nil }
 
-// sqliteBusy is SQLite's primary result code SQLITE_BUSY.
-const sqliteBusy = 5
-
-func wrapBusy(err error) error {
-	var se *sqlite.Error
-	if errors.As(err, &se) && se.Code()&0xff == sqliteBusy {
-		return fmt.Errorf("%w: %w", ErrBusy, err)
+// wrapBusy turns SQLITE_BUSY into ErrBusy naming the file, the timeout and what may hold the
+// lock, keeping the driver error in the chain.
+func wrapBusy(err error, path string, busy time.Duration) error {
+	if sqlitefile.IsBusy(err) {
+		return fmt.Errorf("%w: %s stayed locked for longer than the busy timeout of %s "+
+			"(a worker or appender paused or stuck inside a write? it holds the lock until it continues or is killed): %w",
+			ErrBusy, path, busy, err)
 	}
 	return err
 }
 
-var _ source.Source = (*Journal)(nil)
+var (
+	_ source.Source            = (*Journal)(nil)
+	_ source.ByteBoundedReader = (*reader)(nil)
+)

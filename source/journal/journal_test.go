@@ -307,3 +307,70 @@ func TestOpenPositions(t *testing.T) {
 		}
 	}
 }
+
+// TestReadBytes: reads are bounded by event data bytes as well as by count: four shards of
+// 1 MiB events read with a batch size of 500 hold about one budget per shard, not 500 MiB.
+func TestReadBytes(t *testing.T) {
+	ctx := context.Background()
+	j := create(t, t.TempDir(), 4)
+	const mib = 1 << 20
+	big := make([]AppendEvent, 0, 40)
+	for i := range 40 {
+		big = append(big, AppendEvent{PartitionKey: strconv.Itoa(i), Data: []byte(strings.Repeat("x", mib))})
+	}
+	if _, err := j.Append(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	shards, _ := j.Shards(ctx)
+	total := 0
+	for _, sh := range shards {
+		rd, err := j.Open(ctx, sh.ID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last string
+		for {
+			b, err := rd.Read(ctx, 500, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b.Events) == 0 {
+				break
+			}
+			size := 0
+			for _, e := range b.Events {
+				size += len(e.Data)
+				if source.CompareSeq(e.Seq, last) <= 0 {
+					t.Fatalf("%s: seq %s after %s", sh.ID, e.Seq, last)
+				}
+				last = e.Seq
+			}
+			if size > DefaultReadBytes {
+				t.Fatalf("%s: a read of %d events holds %d bytes, over DefaultReadBytes %d", sh.ID, len(b.Events), size, DefaultReadBytes)
+			}
+			if size+mib <= DefaultReadBytes && b.EventsBehind > 0 {
+				t.Fatalf("%s: a read stopped at %d bytes with room for another event", sh.ID, size)
+			}
+			total += len(b.Events)
+		}
+	}
+	if total != 40 {
+		t.Fatalf("read %d events in all, want 40", total)
+	}
+
+	// ReadBytes: the bound given; an event larger than it comes alone.
+	rd, err := j.Open(ctx, shards[0].ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := rd.(source.ByteBoundedReader)
+	for _, c := range []struct{ maxBytes, want int }{{1, 1}, {mib / 2, 1}, {2*mib - 1, 1}, {2 * mib, 2}, {0, 4}} {
+		b, err := br.ReadBytes(ctx, 500, c.maxBytes, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Events) != c.want && b.EventsBehind > 0 {
+			t.Errorf("ReadBytes(maxBytes %d) = %d events, want %d", c.maxBytes, len(b.Events), c.want)
+		}
+	}
+}
