@@ -211,8 +211,9 @@ func catchStopSignals() {
 }
 
 // gracefulContext is cancelled by the first SIGINT/SIGTERM (graceful stop: finish the batch,
-// save cursors, release leases). A second signal exits at once with status 130: the way out
-// of a trusted handler stuck in a loop; leases then expire and other workers replay from the
+// save cursors, release leases; a shard still in its batch after the lease duration, such as a
+// trusted handler stuck in a loop, is interrupted without saving: container.Runner). A second
+// signal exits at once with status 130; leases then expire and other workers replay from the
 // saved cursors.
 func gracefulContext(parent context.Context, logger *slog.Logger) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(parent)
