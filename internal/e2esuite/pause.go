@@ -13,6 +13,7 @@ import (
 	"github.com/projhost/projhost/internal/sqlitefile"
 	"github.com/projhost/projhost/local"
 	"github.com/projhost/projhost/projection"
+	"github.com/projhost/projhost/shardmap"
 )
 
 // writeLocker is implemented by a Store whose files a paused worker can keep locked (the
@@ -95,7 +96,6 @@ func testPausedTenTimes(t *testing.T, e *Env) {
 	for i := range 10 {
 		victim, other := ws[i%2], ws[1-i%2]
 		time.Sleep(time.Duration(100+rng.IntN(900)) * time.Millisecond)
-		mark := len(other.Records(t))
 		signal(t, victim, syscall.SIGSTOP)
 		holds := false
 		for try := 0; try < maxTries; try++ {
@@ -107,6 +107,12 @@ func testPausedTenTimes(t *testing.T, e *Env) {
 			time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 			signal(t, victim, syscall.SIGSTOP)
 		}
+		// From here on the victim writes nothing. In the windows between the stops above it ran
+		// and could steal from the other (balancing): the other then loses those leases to
+		// its writes ("renewal conflicted" / "written by another worker"), possibly only after
+		// this mark. Those are the victim's doing, not the other's own bookkeeping; every other
+		// loss after the mark (not renewed in time, late renewal) fails the case.
+		mark := len(other.Records(t))
 		start := time.Now()
 		st := e.Status()
 		took := time.Since(start)
@@ -119,11 +125,13 @@ func testPausedTenTimes(t *testing.T, e *Env) {
 			// Claims of the shards taken wait for the lock: hold it past several busy timeouts.
 			time.Sleep(4 * busyTimeout)
 		}
-		if open := live(other.Records(t)); len(open) != 4 {
-			t.Fatalf("pause %d: %s holds 4 leases but %d live acquisitions in its trace", i+1, other.ID, len(open))
-		}
+		e.Eventually(fmt.Sprintf("pause %d: %s's trace shows 4 live acquisitions", i+1, other.ID), time.Minute, func() (bool, string) {
+			open := live(other.Records(t))
+			return len(open) == 4, fmt.Sprint(len(open))
+		})
 		lost := Where(other.Records(t)[mark:], func(r projection.TraceRecord) bool {
-			return r.Event == "lease" && r.Kind == string(projection.LeaseLost)
+			return r.Event == "lease" && r.Kind == string(projection.LeaseLost) &&
+				!strings.HasPrefix(r.Error, shardmap.WhyConflict) && !strings.HasPrefix(r.Error, shardmap.WhyWritten)
 		})
 		if len(lost) > 0 {
 			t.Fatalf("pause %d (%s stopped, write lock held: %v): %s lost %d leases: %s", i+1, victim.ID, holds, other.ID, len(lost), describe(lost))
