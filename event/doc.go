@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/buger/jsonparser"
@@ -48,8 +49,8 @@ var ErrBadDoc = errors.New("bad document")
 // and trailing white space allowed) of at most MaxDocBytes bytes, objects and arrays nested at
 // most MaxDocDepth deep, object keys of 1 to MaxFieldNameBytes bytes, no key twice in one
 // object, numbers of at most MaxNumberDigits significant digits and, unless zero, a magnitude
-// within DynamoDB's range (see MinNumberExp). Strings and their escapes are taken as
-// encoding/json takes them.
+// within DynamoDB's range (see MinNumberExp), and valid UTF-8 throughout (RFC 8259 §8.1).
+// Strings and their escapes are taken as encoding/json takes them.
 //
 // Duplicate keys are refused, not resolved: RFC 8259 §4 leaves their meaning to the reader
 // ("the names within an object SHOULD be unique"), and readers differ — encoding/json and
@@ -69,6 +70,11 @@ func CheckDoc(doc []byte) error {
 	}
 	if i == len(doc) || doc[i] != '{' || !json.Valid(doc) {
 		return fmt.Errorf("%w: not a JSON object", ErrBadDoc)
+	}
+	if !utf8.Valid(doc) {
+		// json.Valid takes invalid UTF-8, which the stores then disagree on: SQLite keeps the
+		// bytes, DynamoDB (through encoding/json) turns each into U+FFFD, merging keys.
+		return fmt.Errorf("%w: not valid UTF-8 (RFC 8259 §8.1)", ErrBadDoc)
 	}
 	if err := checkValue(doc[i:], jsonparser.Object, 1); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadDoc, err)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // deepDoc returns a document depth deep (the document itself is 1): nested objects around [1].
@@ -37,6 +38,9 @@ func TestCheckDoc(t *testing.T) {
 		want      string // "" = accepted, else a substring of the error
 	}{
 		{"empty object", `{}`, ""},
+		{"invalid UTF-8 in a key", "{\"\xff\":1,\"\xfe\":2}", "not valid UTF-8"},
+		{"invalid UTF-8 in a string", "{\"a\":\"\xff\"}", "not valid UTF-8"},
+		{"U+FFFD itself", "{\"\\ufffd\":1,\"a\":\"\uFFFD\"}", ""},
 		{"white space", " \t\n{ \"a\" : [ 1 , { } ] }\r\n", ""},
 		{"flight", `{"flights":12,"delayed":3,"total_delay":-17.5,"max_delay":1e2}`, ""},
 		{"max depth", deepDoc(MaxDocDepth), ""},
@@ -126,8 +130,8 @@ func TestCheckDocAllocations(t *testing.T) {
 
 // refCheck is an independent statement of the document rule on encoding/json's token stream.
 func refCheck(doc []byte) error {
-	if len(doc) > MaxDocBytes || !json.Valid(doc) {
-		return errors.New("size or syntax")
+	if len(doc) > MaxDocBytes || !json.Valid(doc) || !utf8.Valid(doc) {
+		return errors.New("size, syntax or encoding")
 	}
 	dec := json.NewDecoder(strings.NewReader(string(doc)))
 	dec.UseNumber()
@@ -212,7 +216,7 @@ func refCheck(doc []byte) error {
 func FuzzCheckDoc(f *testing.F) {
 	for _, s := range []string{`{}`, `{"a":1}`, `{"a":[1,{"b":null}],"c":"\u0041"}`, `{"x":1e300}`,
 		`{"":1}`, `{"a":1,"a":2}`, `{"a\u0062":1,"ab":2}`, deepDoc(32), `{"x":123456789012345678901234567890123456789012345}`,
-		`{"a":-0.5e-3,"b":true,"c":false}`, `{"\ud800":1}`, `[]`, `{"a":1}x`} {
+		`{"a":-0.5e-3,"b":true,"c":false}`, `{"\ud800":1}`, `[]`, `{"a":1}x`, "{\"\xff\":1}"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {

@@ -81,7 +81,8 @@ type lineWriter struct {
 	limit   *logLimiter
 	level   slog.Level
 	stream  string
-	partial []byte
+	partial []byte // the current line's pending bytes, fewer than maxLogLine
+	split   bool   // part of the current line was logged already
 	capture []byte // first maxCapture bytes written since resetCapture
 }
 
@@ -92,21 +93,33 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	}
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			w.partial = append(w.partial, p...)
-			if len(w.partial) >= maxLogLine {
+		seg := p
+		if i >= 0 {
+			seg = p[:i]
+		}
+		// A line is logged in records of at most maxLogLine bytes, each taking a token: the
+		// pending part never holds more, however long the guest writes without a newline.
+		for len(seg) > 0 {
+			k := min(maxLogLine-len(w.partial), len(seg))
+			if len(w.partial) == 0 && k == maxLogLine {
+				w.emit(seg[:k])
+			} else if w.partial = append(w.partial, seg[:k]...); len(w.partial) == maxLogLine {
 				w.emit(w.partial)
 				w.partial = w.partial[:0]
+			} else {
+				break // k == len(seg): the rest of the line is pending
 			}
+			w.split = true
+			seg = seg[k:]
+		}
+		if i < 0 {
 			break
 		}
-		if len(w.partial) > 0 {
-			w.partial = append(w.partial, p[:i]...)
+		if len(w.partial) > 0 || !w.split { // an empty line is logged too, a split line's end only if any
 			w.emit(w.partial)
 			w.partial = w.partial[:0]
-		} else {
-			w.emit(p[:i])
 		}
+		w.split = false
 		p = p[i+1:]
 	}
 	return n, nil
@@ -125,6 +138,7 @@ func (w *lineWriter) flush() {
 		w.emit(w.partial)
 		w.partial = w.partial[:0]
 	}
+	w.split = false
 }
 
 func (w *lineWriter) resetCapture() { w.capture = w.capture[:0] }

@@ -1,7 +1,10 @@
 package host
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,4 +54,68 @@ func TestGuestLogRateLimit(t *testing.T) {
 	if maxWarnings := 2 + int(elapsed/GuestLogReportEvery); len(warnings) > maxWarnings || reported != dropped {
 		t.Fatalf("%d warnings reporting %d dropped lines in %v, want at most %d reporting %d", len(warnings), reported, elapsed, maxWarnings, dropped)
 	}
+}
+
+// TestLineWriterSplitsLongLines: stdout/stderr bytes become records of at most maxLogLine
+// bytes, each taking a token, however long a guest writes without a newline (100 MiB in one
+// fd_write logged one 100 MiB record before); the pending part stays below maxLogLine.
+func TestLineWriterSplitsLongLines(t *testing.T) {
+	long := strings.Repeat("a", 3*maxLogLine+5)
+	for _, c := range []struct {
+		name   string
+		writes []string
+		want   []int // record lengths
+	}{
+		{"short lines", []string{"ab\ncd\n"}, []int{2, 2}},
+		{"empty line", []string{"\n"}, []int{0}},
+		{"line across writes", []string{"ab", "cd\n"}, []int{4}},
+		{"exactly one record", []string{strings.Repeat("b", maxLogLine) + "\n"}, []int{maxLogLine}},
+		{"long line in one write", []string{long + "\n"}, []int{maxLogLine, maxLogLine, maxLogLine, 5}},
+		{"long line in small writes", chunks(long+"\n", 1000), []int{maxLogLine, maxLogLine, maxLogLine, 5}},
+		{"no newline: pending part logged at flush", []string{long}, []int{maxLogLine, maxLogLine, maxLogLine, 5}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := newLogRecorder()
+			lg := slog.New(rec)
+			w := &lineWriter{logger: lg, limit: newLogLimiter(lg), level: slog.LevelInfo, stream: "stdout"}
+			for _, s := range c.writes {
+				if n, err := w.Write([]byte(s)); n != len(s) || err != nil {
+					t.Fatalf("Write = %d, %v", n, err)
+				}
+				if len(w.partial) >= maxLogLine {
+					t.Fatalf("%d bytes pending, want < %d", len(w.partial), maxLogLine)
+				}
+			}
+			w.flush()
+			var got []int
+			for _, r := range rec.records() {
+				got = append(got, len(r.Msg))
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("record lengths %v, want %v", got, c.want)
+			}
+		})
+	}
+	// 100 MiB without a newline: records of maxLogLine, rate-limited like lines.
+	rec := newLogRecorder()
+	lg := slog.New(rec)
+	lim := newLogLimiter(lg)
+	w := &lineWriter{logger: lg, limit: lim, level: slog.LevelInfo, stream: "stdout"}
+	big := bytes.Repeat([]byte("a"), 100<<20)
+	w.Write(big)
+	w.flush()
+	if n := len(rec.records()); n < GuestLogBurst || n > GuestLogBurst+GuestLogRate*10 {
+		t.Fatalf("%d records for 100 MiB without a newline, want about the burst %d", n, GuestLogBurst)
+	}
+	if want := uint64((100<<20)/maxLogLine - len(rec.records())); lim.dropped != want {
+		t.Fatalf("dropped %d records, want %d", lim.dropped, want)
+	}
+}
+
+func chunks(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		out, s = append(out, s[:n]), s[n:]
+	}
+	return append(out, s)
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Version is the ABI version this package implements.
@@ -317,7 +318,9 @@ func ValidCollection(c []byte) bool {
 	return true
 }
 
-// ValidDocKey reports whether k is a legal document key: 1..1024 bytes, no NUL.
+// ValidDocKey reports whether k is a legal document key: 1..1024 bytes of valid UTF-8, no NUL.
+// Invalid UTF-8 is refused because stores disagree on it: SQLite keeps the bytes, DynamoDB
+// (and encoding/json) turn each invalid byte into U+FFFD, merging distinct keys.
 func ValidDocKey(k []byte) bool {
 	if len(k) == 0 || len(k) > MaxDocKeyLen {
 		return false
@@ -327,7 +330,7 @@ func ValidDocKey(k []byte) bool {
 			return false
 		}
 	}
-	return true
+	return utf8.Valid(k)
 }
 
 // DecodeOutput decodes and validates a guest's output (ABI.md §4), calling visit for each
@@ -367,7 +370,7 @@ func DecodeOutput(buf []byte, validDoc func([]byte) error, visit func(m Mutation
 			return fmt.Errorf("%w: mutation %d: collection name missing, too long or not [A-Za-z0-9_.-]{1,255}", ErrMalformed, i)
 		}
 		if m.Key, off, ok = str16(buf, off); !ok || !ValidDocKey(m.Key) {
-			return fmt.Errorf("%w: mutation %d: key missing, longer than %d bytes or containing NUL", ErrMalformed, i, MaxDocKeyLen)
+			return fmt.Errorf("%w: mutation %d: key missing, longer than %d bytes, containing NUL or not valid UTF-8", ErrMalformed, i, MaxDocKeyLen)
 		}
 		if len(buf)-off < 4 {
 			return fmt.Errorf("%w: mutation %d: document length truncated", ErrMalformed, i)

@@ -139,6 +139,7 @@ func TestDecodeOutputRejects(t *testing.T) {
 		{"bad collection", mk(func(w *OutputWriter) { w.Put("a b", "k", []byte(`{}`)) }), "collection name"},
 		{"empty key", mk(func(w *OutputWriter) { w.Put("c", "", []byte(`{}`)) }), "key missing"},
 		{"nul key", mk(func(w *OutputWriter) { w.Put("c", "a\x00", []byte(`{}`)) }), "containing NUL"},
+		{"invalid UTF-8 key", mk(func(w *OutputWriter) { w.Put("c", "\xff", []byte(`{}`)) }), "not valid UTF-8"},
 		{"not object", mk(func(w *OutputWriter) { w.Put("c", "k", []byte(`[1]`)) }), "not a JSON object"},
 		{"truncated", put[:len(put)-1], "truncated"},
 		{"trailing", append(append([]byte(nil), put...), 1), "1 trailing bytes"},
@@ -159,6 +160,7 @@ func TestValidNames(t *testing.T) {
 	require.False(t, ValidCollection([]byte("a/b")))
 	require.False(t, ValidCollection(bytes.Repeat([]byte("a"), 256)))
 	require.True(t, ValidDocKey([]byte("DTW-LAS ü")))
+	require.False(t, ValidDocKey([]byte("a\xffb")), "invalid UTF-8")
 	require.False(t, ValidDocKey(bytes.Repeat([]byte("a"), 1025)))
 }
 
