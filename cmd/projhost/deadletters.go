@@ -215,7 +215,7 @@ func printLetters(cmd *cobra.Command, ls []deadletter.Letter, asJSON bool) error
 	fmt.Fprintln(tw, "SHARD\tSEQ\tSTATE\tKIND\tATTEMPTS\tLAST FAILURE\tPARTITION KEY\tERROR")
 	for _, l := range ls {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.ShardID, l.Seq, l.State, l.ErrorKind, l.Attempts,
-			l.LastFailure.UTC().Format(time.RFC3339), l.PartitionKey, clip(l.Error, 100))
+			l.LastFailure.UTC().Format(time.RFC3339), escapeText(l.PartitionKey), escapeText(clip(l.Error, 100)))
 	}
 	return tw.Flush()
 }

@@ -83,3 +83,45 @@ func TestTestCommandEscapesControlBytes(t *testing.T) {
 	require.True(t, strings.HasPrefix(last, "projhost: handler failed the batch"), last)
 	require.Contains(t, last, `\x1b[31mred\a`, "the failure message, escaped")
 }
+
+// TestOperatorVerbsEscapeControlBytes: a handler's failure message (and a partition key) reach
+// the operator's terminal escaped in `status` (STOPPED line), `resume` and `deadletters list`,
+// as in `projhost test`.
+func TestOperatorVerbsEscapeControlBytes(t *testing.T) {
+	h := filepath.Join("testdata", "ctlbytes.wasm")
+	for _, policy := range []string{"stop", "dead-letter"} {
+		t.Run(policy, func(t *testing.T) {
+			dir := t.TempDir()
+			events := filepath.Join(dir, "fail.jsonl")
+			require.NoError(t, os.WriteFile(events, []byte(`{"k":"F\u001b[2J\u202e"}`+"\n"), 0o644))
+			r := cli(t, nil, binPath, "journal", "create", "--data", dir, "--shards", "1")
+			require.NoError(t, r.err, r.stderr)
+			r = cli(t, nil, binPath, "journal", "append", "--data", dir, "--key-field", "k", events)
+			require.NoError(t, r.err, r.stderr)
+			r = cli(t, nil, binPath, "run", "--data", dir, "--name", "p", "--handler", h, "--until-caught-up",
+				"--on-error", policy, "--max-attempts", "1")
+			requireTerminalSafe(t, "run stderr", r.stderr)
+			var outs []string
+			if policy == "stop" {
+				require.Error(t, r.err)
+				st := cli(t, nil, binPath, "status", "--data", dir, "--name", "p")
+				require.NoError(t, st.err, st.stderr)
+				require.Contains(t, st.stdout, "STOPPED")
+				rs := cli(t, nil, binPath, "resume", "--data", dir, "--name", "p")
+				require.NoError(t, rs.err, rs.stderr)
+				require.Contains(t, rs.stdout, "resumed")
+				outs = append(outs, st.stdout, rs.stdout)
+			} else {
+				require.NoError(t, r.err, r.stderr)
+				dl := cli(t, nil, binPath, "deadletters", "list", "--data", dir, "--name", "p")
+				require.NoError(t, dl.err, dl.stderr)
+				require.Contains(t, dl.stdout, `F\x1b[2J\u202e`, "the partition key, escaped")
+				outs = append(outs, dl.stdout)
+			}
+			for _, out := range outs {
+				requireTerminalSafe(t, "stdout", out)
+				require.Contains(t, out, `\x1b[31mred\a`, "the failure message, escaped")
+			}
+		})
+	}
+}

@@ -50,7 +50,7 @@ stops again at the same event.`,
 				if err := st.Cursors.Resume(ctx, name, id); err != nil {
 					return fmt.Errorf("resuming shard %s: %w", id, err)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "resumed %s shard %s (was: %s)\n", name, id, c.Stopped)
+				fmt.Fprintf(cmd.OutOrStdout(), "resumed %s shard %s (was: %s)\n", name, id, escapeText(c.Stopped))
 				n++
 			}
 			if n == 0 {

@@ -166,7 +166,7 @@ func init() {
 			}
 			for _, r := range rows {
 				if r.Stopped != "" {
-					fmt.Fprintf(cmd.OutOrStdout(), "STOPPED %s shard %s: %s\n  resume with: projhost resume --name %s --shard %s\n", r.Projection, r.Shard, r.Stopped, r.Projection, r.Shard)
+					fmt.Fprintf(cmd.OutOrStdout(), "STOPPED %s shard %s: %s\n  resume with: projhost resume --name %s --shard %s\n", r.Projection, r.Shard, escapeText(r.Stopped), r.Projection, r.Shard)
 				}
 			}
 			return nil
