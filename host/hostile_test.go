@@ -136,6 +136,7 @@ func TestHostileLoad(t *testing.T) {
 		{"export signature", func(t *testing.T) []byte { return wat(t, "wrong_handle_sig") }, []string{"export projhost_handle has signature (i32,i32) -> (i32), want (i32,i32) -> (i64)"}},
 		{"no memory", func(t *testing.T) []byte { return wat(t, "no_memory") }, []string{"missing export memory"}},
 		{"min memory above cap", func(t *testing.T) []byte { return wat(t, "big_memory") }, []string{"memory exceeds the host's cap", "min 300 pages", "limit of 256 pages"}},
+		{"table above the cap", func(t *testing.T) []byte { return wat(t, "hugetable") }, []string{"a table of 2000000 entries (at most 1048576)"}},
 		{"command module", func(t *testing.T) []byte { return wat(t, "has_start") }, []string{"exports _start", "-buildmode=c-shared"}},
 	}
 	for _, c := range cases {
@@ -320,5 +321,19 @@ func TestCallerCancel(t *testing.T) {
 			}
 			goodBatch(t, rt)
 		})
+	}
+}
+
+// TestTableCapped: a table declared without a maximum grows to wasmbounds.MaxTableEntries and
+// no further, trusted or not (a table is host memory outside the memory limit: unbounded, one
+// table.grow could ask for 32 GiB).
+func TestTableCapped(t *testing.T) {
+	rt, _ := newTestRuntime(t)
+	for _, trusted := range []bool{false, true} {
+		h := load(t, rt, "tablebomb", wat(t, "tablebomb"), WithTrusted(trusted)).NewHandler("s1")
+		if _, err := h.Handle(context.Background(), evs("s1", 1, "k", `{}`), NewMemReadModel()); err != nil {
+			t.Fatalf("trusted %v: %v (a trap: the table grew past the cap)", trusted, err)
+		}
+		h.Close(context.Background())
 	}
 }

@@ -357,6 +357,20 @@ func checkStructure(t *testing.T, in, out []byte, hasStart bool) {
 			if g.id != secCode && !bytes.HasPrefix(grest, wrest) {
 				t.Errorf("section %d: the original entries changed", g.id)
 			}
+		case secTable:
+			wt, gt := tableLimits(t, w.body), tableLimits(t, g.body)
+			if len(wt) != len(gt) {
+				t.Fatalf("table section: %d tables became %d", len(wt), len(gt))
+			}
+			for k := range wt {
+				max := uint32(wasmbounds.MaxTableEntries)
+				if wt[k].hasMax {
+					max = min(max, wt[k].max)
+				}
+				if want := (limits{wt[k].min, max, true}); gt[k] != want {
+					t.Errorf("table %d: limits %+v became %+v, want %+v", k, wt[k], gt[k], want)
+				}
+			}
 		default:
 			if !bytes.Equal(g.body, w.body) {
 				t.Errorf("section %d (%d bytes) changed (%d bytes)", g.id, len(w.body), len(g.body))
@@ -369,4 +383,38 @@ func checkStructure(t *testing.T, in, out []byte, hasStart bool) {
 	if !hasGlobal || !hasExport {
 		t.Errorf("global section added: %v, export section added: %v", hasGlobal, hasExport)
 	}
+}
+
+type limits struct {
+	min, max uint32
+	hasMax   bool
+}
+
+// tableLimits decodes the limits of the tables of a table section body.
+func tableLimits(t *testing.T, body []byte) []limits {
+	t.Helper()
+	r := newReader(body)
+	var out []limits
+	for n := r.U32(); n > 0 && r.Err == nil; n-- {
+		init := r.Peek() == 0x40
+		if init {
+			r.Byte()
+			r.Byte()
+		}
+		r.ValType()
+		var l limits
+		flags := r.Byte()
+		l.min = r.U32()
+		if l.hasMax = flags&1 != 0; l.hasMax {
+			l.max = r.U32()
+		}
+		if init {
+			r.constExpr()
+		}
+		out = append(out, l)
+	}
+	if r.Err != nil {
+		t.Fatalf("table section: %v", r.Err)
+	}
+	return out
 }

@@ -47,6 +47,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/projhost/projhost/internal/wasmbounds"
 )
 
 // Period is the number of checks (loop iterations and calls) between two slow paths
@@ -81,6 +83,7 @@ const (
 	secType     = 1
 	secImport   = 2
 	secFunction = 3
+	secTable    = 4
 	secMemory   = 5
 	secGlobal   = 6
 	secExport   = 7
@@ -165,6 +168,12 @@ func Rewrite(wasm []byte) (out []byte, hasStart bool, err error) {
 		case secExport:
 			emit(secExport, slices.Concat(appendU32(nil, m.exports+nExports), s.body[s.entries:], newExports))
 			doneExport = true
+		case secTable:
+			body, err := clampTables(s.body)
+			if err != nil {
+				return nil, false, err
+			}
+			emit(secTable, body)
 		case secStart:
 			// removed: the host calls the function through StartExport
 		case secCode:
@@ -435,4 +444,53 @@ func instrumentFunc(dst, code, check []byte, g uint32) ([]byte, error) {
 		dst = slices.Insert(dst, entry, check...)
 	}
 	return dst, nil
+}
+
+// clampTables returns a table section whose tables' maximum is at most
+// wasmbounds.MaxTableEntries (table.grow past it fails, returning -1, which the spec allows at
+// any size), so a guest cannot make the host allocate a table without bound: an unbounded
+// table could grow to 2^32-1 entries (32 GiB of Go heap) in one instruction. A table declaring
+// more as its minimum is ErrUnsupported (the host refuses it before: wasmbounds.Check); a
+// maximum below the minimum is kept, so an invalid module stays invalid.
+func clampTables(body []byte) ([]byte, error) {
+	r := newReader(body)
+	n := r.U32()
+	out := appendU32(make([]byte, 0, len(body)+8), n)
+	for ; n > 0 && r.Err == nil; n-- {
+		start := r.Off
+		init := r.Peek() == 0x40
+		if init {
+			r.Byte()
+			r.Byte()
+		}
+		r.ValType()
+		out = append(out, body[start:r.Off]...)
+		flags := r.Byte()
+		if flags > 1 && r.Err == nil {
+			r.unsupported("table limits flags %#x", flags)
+		}
+		lo := r.U32()
+		hi := uint32(wasmbounds.MaxTableEntries)
+		if flags == 1 {
+			if m := r.U32(); m < hi {
+				hi = m
+			}
+		}
+		if lo > wasmbounds.MaxTableEntries && r.Err == nil {
+			r.unsupported("a table of %d entries (at most %d)", lo, wasmbounds.MaxTableEntries)
+		}
+		out = append(out, 0x01)
+		out = appendU32(out, lo)
+		out = appendU32(out, hi)
+		if init {
+			e := r.Off
+			r.constExpr()
+			out = append(out, body[e:r.Off]...)
+		}
+	}
+	r.End("the tables")
+	if r.Err != nil {
+		return nil, fmt.Errorf("section %d: %w", secTable, r.Err)
+	}
+	return out, nil
 }

@@ -32,6 +32,12 @@ const (
 	MinLocals = 1 << 16
 )
 
+// MaxTableEntries is the most entries a table may declare as its minimum (and, through
+// internal/looprewrite, grow to): wazero keeps a table as a Go slice of 8-byte references, so a
+// table costs the host up to 8 MiB, outside the guest's linear-memory limit. A Go guest's function
+// table has a few thousand entries (flightdelays-go: 5,933).
+const MaxTableEntries = 1 << 20
+
 // ErrBounds is wrapped by every error of Check: the module declares a count or length past the
 // bytes that follow, too many locals, or is malformed or uses an encoding Check does not know
 // (so that its counts cannot be checked).
@@ -234,7 +240,13 @@ func (r *reader) table() {
 		}
 	}
 	r.ValType()
-	r.Limits()
+	flags := r.Byte()
+	if min := r.U32(); min > MaxTableEntries && r.Err == nil {
+		r.fail("a table of %d entries (at most %d)", min, MaxTableEntries)
+	}
+	if flags&1 != 0 {
+		r.SkipLEB()
+	}
 	if init {
 		r.constExpr()
 	}
