@@ -10,6 +10,7 @@
 package wasmabi
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -322,15 +323,7 @@ func ValidCollection(c []byte) bool {
 // Invalid UTF-8 is refused because stores disagree on it: SQLite keeps the bytes, DynamoDB
 // (and encoding/json) turn each invalid byte into U+FFFD, merging distinct keys.
 func ValidDocKey(k []byte) bool {
-	if len(k) == 0 || len(k) > MaxDocKeyLen {
-		return false
-	}
-	for _, b := range k {
-		if b == 0 {
-			return false
-		}
-	}
-	return utf8.Valid(k)
+	return len(k) > 0 && len(k) <= MaxDocKeyLen && bytes.IndexByte(k, 0) < 0 && utf8.Valid(k)
 }
 
 // DecodeOutput decodes and validates a guest's output (ABI.md §4), calling visit for each

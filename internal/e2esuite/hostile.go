@@ -55,9 +55,7 @@ const (
 	hostileShardIndex = 1
 
 	// HostileMemoryLimit is the per-projection guest memory limit the suite runs with
-	// (`run --memory-limit 256MiB`, issue 8 item 1), when the binary has that flag. A binary
-	// without it runs with its built-in cap (host.DefaultMemoryLimitPages: 1 GiB before issue 8),
-	// and the bounds below stay as they are.
+	// (`run --memory-limit 256MiB`, issue 8 item 1).
 	HostileMemoryLimit = 256 << 20
 	// RSSOverhead is what a worker of HostileShards shards may use besides one instance's full
 	// guest memory: the Go runtime, wazero's compiled code, the other instances, the SQLite page
@@ -235,7 +233,7 @@ type chunk struct {
 type HostileFigures struct {
 	Case        string  `json:"case"`
 	Backend     string  `json:"backend"`
-	MemoryLimit string  `json:"memory_limit"` // the --memory-limit passed, "" when the binary has none
+	MemoryLimit string  `json:"memory_limit"` // the --memory-limit passed
 	MaxRSSMiB   float64 `json:"max_rss_mib"`  // the largest VmRSS sampled
 	HWMMiB      float64 `json:"hwm_mib"`      // the last VmHWM read
 	LeaseLost   int     `json:"lease_lost"`
@@ -259,10 +257,8 @@ func runHostile(t *testing.T, e *Env, mod string, c HostileCase) {
 	if c.Outcome != Stopped {
 		flags = append(flags, "--on-error", "dead-letter") // an unexpected failure then shows as a dead letter, not a stall
 	}
-	if hasRunFlag(t, e.bin, "--memory-limit") {
-		fig.MemoryLimit = fmt.Sprintf("%dMiB", HostileMemoryLimit>>20)
-		flags = append(flags, "--memory-limit", fig.MemoryLimit)
-	}
+	fig.MemoryLimit = fmt.Sprintf("%dMiB", HostileMemoryLimit>>20)
+	flags = append(flags, "--memory-limit", fig.MemoryLimit)
 	w := e.Start("hostile", Spec{HandlerPath: mod, Flags: flags})
 	rss := sampleRSS(w)
 
@@ -385,28 +381,7 @@ var (
 	hostilePath string
 	hostileErr  error
 	hostileSkip bool
-
-	helpMu sync.Mutex
-	helps  = map[string]string{}
 )
-
-// hasRunFlag reports whether bin's `run --help` lists flag (flags added by the issue 8 fixes are
-// passed only by binaries that have them).
-func hasRunFlag(t *testing.T, bin, flag string) bool {
-	t.Helper()
-	helpMu.Lock()
-	defer helpMu.Unlock()
-	h, ok := helps[bin]
-	if !ok {
-		out, err := exec.Command(bin, "run", "--help").Output()
-		if err != nil {
-			t.Fatalf("projhost run --help: %v", err)
-		}
-		h = string(out)
-		helps[bin] = h
-	}
-	return strings.Contains(h, flag+" ")
-}
 
 // keyOn returns the first of prefix0, prefix1, ... that the journal puts on shard i.
 func keyOn(prefix string, i int) string {
