@@ -78,6 +78,7 @@ type clientOptions struct {
 	cfg         *aws.Config
 	maxAttempts int
 	maxBackoff  time.Duration
+	attempt     time.Duration
 	logger      *slog.Logger
 }
 
@@ -104,6 +105,16 @@ func WithConfig(cfg aws.Config) ClientOption { return func(o *clientOptions) { o
 // structured records with source=aws-sdk (default: slog.Default()).
 func WithLogger(l *slog.Logger) ClientOption { return func(o *clientOptions) { o.logger = l } }
 
+// WithAttemptTimeout bounds one HTTP attempt (default DefaultAttemptTimeout; values <= 0 keep
+// the default). It does not apply with WithConfig, whose HTTP client is kept.
+func WithAttemptTimeout(d time.Duration) ClientOption {
+	return func(o *clientOptions) {
+		if d > 0 {
+			o.attempt = d
+		}
+	}
+}
+
 // WithMaxAttempts sets the attempts per request (default DefaultMaxAttempts; values < 1 keep
 // the default).
 func WithMaxAttempts(n int) ClientOption { return func(o *clientOptions) { o.maxAttempts = n } }
@@ -128,7 +139,7 @@ func WithMaxAttempts(n int) ClientOption { return func(o *clientOptions) { o.max
 // retry quota (so sustained throttling slows writers down instead of failing them).
 // Errors: loading the shared configuration failed.
 func NewClient(ctx context.Context, opts ...ClientOption) (*dynamodb.Client, error) {
-	o := clientOptions{maxAttempts: DefaultMaxAttempts, maxBackoff: DefaultMaxBackoff}
+	o := clientOptions{maxAttempts: DefaultMaxAttempts, maxBackoff: DefaultMaxBackoff, attempt: DefaultAttemptTimeout}
 	for _, fn := range opts {
 		fn(&o)
 	}
@@ -173,7 +184,7 @@ func NewClient(ctx context.Context, opts ...ClientOption) (*dynamodb.Client, err
 	if o.cfg == nil {
 		// Each HTTP attempt gets a deadline so a black-holed connection fails and is retried
 		// instead of hanging the caller (TCP retransmissions alone take ~15 minutes).
-		cfg.HTTPClient = awshttp.NewBuildableClient().WithTimeout(DefaultAttemptTimeout)
+		cfg.HTTPClient = awshttp.NewBuildableClient().WithTimeout(o.attempt)
 	}
 	cfg.Logger = sdkLogger(o.logger)
 	endpoint := o.endpoint

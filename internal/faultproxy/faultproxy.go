@@ -255,11 +255,11 @@ func (p *Proxy) serve(w http.ResponseWriter, in *http.Request) {
 		p.gate.RUnlock() //nolint:staticcheck // an empty critical section: a barrier
 	}
 	status, header, resp, ferr := p.forward(in, body)
-	if rule.Kind == DelayThenApply {
-		p.gate.Unlock()
-	}
 	if rule.Kind != Pass {
 		p.record(idx, status, resp)
+	}
+	if rule.Kind == DelayThenApply {
+		p.gate.Unlock()
 	}
 	switch {
 	case rule.Kind == ApplyThen500:
