@@ -22,15 +22,16 @@ type AmbiguousRun struct {
 	Every int
 }
 
-// AmbiguousRuns are the runs of issue 9's "Must show": the baseline first (the throughput
-// ratio is taken against it), then apply-then-500 on every 7th and every 3rd write, and
-// apply-then-drop on every 7th.
+// AmbiguousRuns are the runs of issue 9's "Must show": apply-then-500 on every 7th and every
+// 3rd write, apply-then-drop on every 7th, then the baseline without faults that the
+// throughput ratios are taken against. The baseline comes last so that a server still warming
+// up (DynamoDB Local's JVM) slows a fault run, not the baseline: the ratios err low.
 func AmbiguousRuns() []AmbiguousRun {
 	return []AmbiguousRun{
-		{Name: "no faults", Kind: faultproxy.Pass},
 		{Name: "apply-then-500 every 7th write", Kind: faultproxy.ApplyThen500, Every: 7},
 		{Name: "apply-then-500 every 3rd write", Kind: faultproxy.ApplyThen500, Every: 3},
 		{Name: "apply-then-drop every 7th write", Kind: faultproxy.ApplyThenDrop, Every: 7},
+		{Name: "no faults", Kind: faultproxy.Pass},
 	}
 }
 
@@ -71,9 +72,9 @@ var ambFlags = append([]string{"--lease-duration", ambLease.String()}, bulkFlags
 //   - faults injected (Faults() > 0), most of them on writes the store applied (status 200).
 //
 // It logs, asserting none of them (the machine is shared), each run's events/s from the first
-// append to caught-up and the ratio to the baseline's (issue 9's target: at least 0.5).
+// append to caught-up and its ratio to the events/s of the run without faults (Kind Pass; the
+// same workers through the same proxy), issue 9's target being at least 0.5.
 func Ambiguous(t *testing.T, bin string, b Backend, runs []AmbiguousRun) {
-	t.Helper()
 	rates := map[string]float64{}
 	for _, r := range runs {
 		t.Run(r.Name, func(t *testing.T) {
@@ -82,12 +83,16 @@ func Ambiguous(t *testing.T, bin string, b Backend, runs []AmbiguousRun) {
 			}
 		})
 	}
-	base, ok := rates[runs[0].Name]
-	if !ok || runs[0].Kind != faultproxy.Pass {
+	i := slices.IndexFunc(runs, func(r AmbiguousRun) bool { return r.Kind == faultproxy.Pass })
+	if i < 0 {
 		return
 	}
-	for _, r := range runs[1:] {
-		if rate, ok := rates[r.Name]; ok {
+	base, ok := rates[runs[i].Name]
+	if !ok {
+		return
+	}
+	for _, r := range runs {
+		if rate, ok := rates[r.Name]; ok && r.Kind != faultproxy.Pass {
 			t.Logf("%s: %s: %.0f events/s, %.2f of the %.0f events/s without faults (target >= 0.5)", b.Name, r.Name, rate, rate/base, base)
 		}
 	}
