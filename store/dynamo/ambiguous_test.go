@@ -69,10 +69,16 @@ func openVia[S any](t testing.TB, fe *faultEnv, newStore func(dynamotables.ItemA
 // arm faults the next write (PutItem, UpdateItem, DeleteItem) to table whose body contains
 // every one of parts, once, with kind. Cases may share one faultEnv, one after the other.
 func (fe *faultEnv) arm(kind faultproxy.Kind, table string, parts ...string) {
+	fe.armOp(kind, "", table, parts...)
+}
+
+// armOp is arm for writes of the operation op only ("PutItem", "UpdateItem", "DeleteItem";
+// "": any write).
+func (fe *faultEnv) armOp(kind faultproxy.Kind, op, table string, parts ...string) {
 	// Rule.Limit bounds the faults since Start, not since SetRule.
 	fe.armed = len(fe.proxy.Faults())
 	fe.proxy.SetRule(faultproxy.Rule{Kind: kind, Limit: fe.armed + 1, Delay: faultDelay, Match: func(r faultproxy.Request) bool {
-		if !r.IsWrite() || r.Table != table {
+		if !r.IsWrite() || r.Table != table || (op != "" && r.Op != op) {
 			return false
 		}
 		for _, p := range parts {
