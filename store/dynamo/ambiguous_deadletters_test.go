@@ -28,8 +28,8 @@ type dlFaultEnv struct {
 }
 
 func newDLFaultEnv(t *testing.T) *dlFaultEnv {
-	fe := newFaultEnv(t)
-	return &dlFaultEnv{faultEnv: fe, proxied: openVia(t, fe, dynamo.NewDeadLetters), direct: open(t, fe.env, dynamo.NewDeadLetters)}
+	fe, proxied, direct := openBoth(t, dynamo.NewDeadLetters)
+	return &dlFaultEnv{faultEnv: fe, proxied: proxied, direct: direct}
 }
 
 var ambT0 = time.UnixMilli(1_767_000_000_000).UTC()
@@ -183,72 +183,59 @@ func TestAmbiguousDeadLettersTransition(t *testing.T) {
 	de := newDLFaultEnv(t)
 	failed := []deadletter.State{deadletter.StateFailed}
 	requested := []deadletter.State{deadletter.StateReplayRequested}
-	for _, kind := range faultproxy.Kinds {
-		t.Run(kind.String()+"/request replay", func(t *testing.T) {
-			p := "tr-req-" + kind.String()
-			l := letterOf(p, 10, ambT0)
-			de.putDirect(t, l)
-			de.arm(kind, de.names.DeadLetters, `"`+p+`"`)
-			if err := de.proxied.Transition(ctxT(t), p, ambShard, "42", failed, deadletter.StateReplayRequested, ""); err != nil {
-				t.Fatalf("Transition: %v", err)
-			}
-			de.requireFaulted(t)
-			l.State = deadletter.StateReplayRequested
-			de.requireLetter(t, l)
-		})
-		t.Run(kind.String()+"/replayed", func(t *testing.T) {
-			p := "tr-done-" + kind.String()
-			l := letterOf(p, 10, ambT0)
-			l.State = deadletter.StateReplayRequested
-			de.putDirect(t, l)
-			de.arm(kind, de.names.DeadLetters, `"`+p+`"`)
-			if err := de.proxied.Transition(ctxT(t), p, ambShard, "42", requested, deadletter.StateReplayed, "77"); err != nil {
-				t.Fatalf("Transition: %v", err)
-			}
-			de.requireFaulted(t)
-			l.State, l.ReplayedSeq = deadletter.StateReplayed, "77"
-			de.requireLetter(t, l)
-		})
-		t.Run(kind.String()+"/other state stored", func(t *testing.T) {
-			p := "tr-state-" + kind.String()
-			l := letterOf(p, 10, ambT0)
-			l.State = deadletter.StateDropped
-			de.putDirect(t, l)
-			de.arm(kind, de.names.DeadLetters, `"`+p+`"`)
-			err := de.proxied.Transition(ctxT(t), p, ambShard, "42", failed, deadletter.StateReplayRequested, "")
-			if !errors.Is(err, deadletter.ErrState) {
-				t.Fatalf("Transition of a dropped letter = %v, want ErrState", err)
-			}
-			de.requireFaultedConflict(t)
-			de.requireLetter(t, l)
-		})
-		t.Run(kind.String()+"/moved on after the applied attempt", func(t *testing.T) {
-			p := "tr-moved-" + kind.String()
-			l := letterOf(p, 10, ambT0)
-			de.putDirect(t, l)
-			de.arm(kind, de.names.DeadLetters, `"`+p+`"`)
-			de.afterFault(t, func() {
-				if err := de.direct.Transition(ctxT(t), p, ambShard, "42", requested, deadletter.StateDropped, ""); err != nil {
-					t.Errorf("the other Transition: %v", err)
+	cases := []struct {
+		name   string
+		stored deadletter.State // "": no letter
+		from   []deadletter.State
+		to     deadletter.State
+		seq    string // replayed_seq
+		// other, when set, is a Transition by another request between the applied attempt and
+		// its retry: from requested to other.
+		other     deadletter.State
+		want      error // nil: success, else what the error must wrap
+		wantState deadletter.State
+	}{
+		{"request replay", deadletter.StateFailed, failed, deadletter.StateReplayRequested, "", "", nil, deadletter.StateReplayRequested},
+		{"replayed", deadletter.StateReplayRequested, requested, deadletter.StateReplayed, "77", "", nil, deadletter.StateReplayed},
+		{"other state stored", deadletter.StateDropped, failed, deadletter.StateReplayRequested, "", "", deadletter.ErrState, deadletter.StateDropped},
+		{"moved on after the applied attempt", deadletter.StateFailed, failed, deadletter.StateReplayRequested, "", deadletter.StateDropped,
+			deadletter.ErrState, deadletter.StateDropped},
+		{"missing", "", failed, deadletter.StateReplayRequested, "", "", deadletter.ErrNotFound, ""},
+	}
+	for i, c := range cases {
+		for _, kind := range faultproxy.Kinds {
+			t.Run(c.name+"/"+kind.String(), func(t *testing.T) {
+				p := "tr-" + kind.String() + "-" + string(rune('a'+i))
+				l := letterOf(p, 10, ambT0)
+				if l.State = c.stored; c.stored != "" {
+					de.putDirect(t, l)
 				}
+				de.arm(kind, de.names.DeadLetters, `"`+p+`"`)
+				if c.other != "" {
+					de.afterFault(t, func() {
+						if err := de.direct.Transition(ctxT(t), p, ambShard, "42", requested, c.other, ""); err != nil {
+							t.Errorf("the other Transition: %v", err)
+						}
+					})
+				}
+				err := de.proxied.Transition(ctxT(t), p, ambShard, "42", c.from, c.to, c.seq)
+				if (c.want == nil) != (err == nil) || !errors.Is(err, c.want) {
+					t.Fatalf("Transition error = %v, want %v", err, c.want)
+				}
+				if c.want != nil && c.other == "" {
+					de.requireFaultedConflict(t)
+				} else {
+					de.requireFaulted(t)
+				}
+				if c.stored == "" {
+					de.requireItem(t, de.names.DeadLetters, headKey(p), nil)
+					return
+				}
+				if l.State = c.wantState; c.want == nil {
+					l.ReplayedSeq = c.seq
+				}
+				de.requireLetter(t, l)
 			})
-			err := de.proxied.Transition(ctxT(t), p, ambShard, "42", failed, deadletter.StateReplayRequested, "")
-			if !errors.Is(err, deadletter.ErrState) {
-				t.Fatalf("Transition overtaken by another = %v, want ErrState", err)
-			}
-			de.requireFaulted(t)
-			l.State = deadletter.StateDropped
-			de.requireLetter(t, l)
-		})
-		t.Run(kind.String()+"/missing", func(t *testing.T) {
-			p := "tr-missing-" + kind.String()
-			de.arm(kind, de.names.DeadLetters, `"`+p+`"`)
-			err := de.proxied.Transition(ctxT(t), p, ambShard, "42", failed, deadletter.StateReplayRequested, "")
-			if !errors.Is(err, deadletter.ErrNotFound) {
-				t.Fatalf("Transition of a missing letter = %v, want ErrNotFound", err)
-			}
-			de.requireFaultedConflict(t)
-			de.requireItem(t, de.names.DeadLetters, headKey(p), nil)
-		})
+		}
 	}
 }

@@ -28,8 +28,8 @@ type rmFaultEnv struct {
 }
 
 func newRMFaultEnv(t *testing.T) *rmFaultEnv {
-	fe := newFaultEnv(t)
-	return &rmFaultEnv{faultEnv: fe, proxied: openVia(t, fe, newReadModel), direct: open(t, fe.env, newReadModel)}
+	fe, proxied, direct := openBoth(t, newReadModel)
+	return &rmFaultEnv{faultEnv: fe, proxied: proxied, direct: direct}
 }
 
 const ambColl = "totals"
@@ -101,34 +101,50 @@ func (re *rmFaultEnv) setItem(t *testing.T, projection, key string, epoch int64,
 	}
 }
 
+// applyWrites are the writes of an Apply of {k1: put, k2: delete} a case faults, by what the
+// write's body contains.
+var applyWrites = []struct {
+	name  string
+	parts func(p string) []string
+}{
+	{"fence raise", func(p string) []string { return []string{`"` + p + `#"`, `"fence#`} }},
+	{"registry add", func(p string) []string { return []string{`"` + p + `#"`, `"collections"`} }},
+	{"item put", func(p string) []string { return []string{dynamo.DocPK(p, ambColl), `"k1"`} }},
+	{"item delete", func(p string) []string { return []string{dynamo.DocPK(p, ambColl), `"k2"`} }},
+}
+
 func TestAmbiguousReadModelApply(t *testing.T) {
 	re := newRMFaultEnv(t)
-	// Each case applies the batch {k1: put, k2: delete} of epoch 2 ending at 20 over a shard
-	// whose epoch 1 put k2 at 10, faulting one of its writes.
-	cases := []struct {
-		name  string
-		parts func(p string) []string // what the faulted write's body contains
-	}{
-		{"fence raise", func(p string) []string { return []string{`"` + p + `#"`, `"fence#`} }},
-		{"registry add", func(p string) []string { return []string{`"` + p + `#"`, `"collections"`} }},
-		{"item put", func(p string) []string { return []string{dynamo.DocPK(p, ambColl), `"k1"`} }},
-		{"item delete", func(p string) []string { return []string{dynamo.DocPK(p, ambColl), `"k2"`} }},
-	}
-	for _, c := range cases {
-		for _, kind := range faultproxy.Kinds {
-			t.Run(c.name+"/"+kind.String(), func(t *testing.T) {
-				p := "apply-" + kind.String() + "-" + strings.ReplaceAll(c.name, " ", "-")
-				re.applyDirect(t, write(p, 1, "10", putDoc("k2", `{"n":1}`)))
-				re.arm(kind, re.names.ReadModel, c.parts(p)...)
-				if err := re.proxied.Apply(ctxT(t), write(p, 2, "20", putDoc("k1", `{"n":2,"s":"x"}`), delDoc("k2"))); err != nil {
-					t.Fatalf("Apply: %v", err)
+	// Each case applies {k1: put, k2: delete} by epoch 2 over a shard whose epoch 1 applied
+	// {k1, k2: put} up to 10, faulting one of its writes: as the batch ending at 20, or as the
+	// replay of dead-lettered event 7 (at the shard's cursor, 10).
+	for _, replay := range []string{"", "7"} {
+		for _, c := range applyWrites {
+			for _, kind := range faultproxy.Kinds {
+				name := "batch/" + c.name + "/" + kind.String()
+				w := write("", 2, "20", putDoc("k1", `{"n":2,"s":"x"}`), delDoc("k2"))
+				if replay != "" {
+					name, w.Seq, w.Replay = "replay/"+c.name+"/"+kind.String(), "10", replay
 				}
-				re.requireFaulted(t)
-				re.requireItem(t, re.names.ReadModel, fenceKey(p), fenceItem(2, "20"))
-				re.requireItem(t, re.names.ReadModel, registryKey(p), map[string]types.AttributeValue{"cols": &types.AttributeValueMemberSS{Value: []string{ambColl}}})
-				re.requireItem(t, re.names.ReadModel, docKey(p, "k1"), docItem(t, `{"n":2,"s":"x"}`, 2, "20"))
-				re.requireItem(t, re.names.ReadModel, docKey(p, "k2"), docItem(t, "", 2, "20"))
-			})
+				t.Run(name, func(t *testing.T) {
+					p := strings.ReplaceAll(name, " ", "-")
+					w.Projection = p
+					re.applyDirect(t, write(p, 1, "10", putDoc("k1", `{"n":1}`), putDoc("k2", `{"n":1}`)))
+					re.arm(kind, re.names.ReadModel, c.parts(p)...)
+					if err := re.proxied.Apply(ctxT(t), w); err != nil {
+						t.Fatalf("Apply: %v", err)
+					}
+					re.requireFaulted(t)
+					re.requireItem(t, re.names.ReadModel, fenceKey(p), fenceItem(2, w.Seq))
+					re.requireItem(t, re.names.ReadModel, registryKey(p), map[string]types.AttributeValue{"cols": &types.AttributeValueMemberSS{Value: []string{ambColl}}})
+					k1, k2 := docItem(t, `{"n":2,"s":"x"}`, 2, w.Seq), docItem(t, "", 2, w.Seq)
+					if replay != "" {
+						k1[dynamo.ReplayAttr(ambShard, replay)], k2[dynamo.ReplayAttr(ambShard, replay)] = avN(2), avN(2)
+					}
+					re.requireItem(t, re.names.ReadModel, docKey(p, "k1"), k1)
+					re.requireItem(t, re.names.ReadModel, docKey(p, "k2"), k2)
+				})
+			}
 		}
 	}
 	for _, kind := range faultproxy.Kinds {
@@ -168,39 +184,6 @@ func TestAmbiguousReadModelApply(t *testing.T) {
 			want[dynamo.AttrDoc] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"by": avS("other")}}
 			re.requireItem(t, re.names.ReadModel, docKey(p, "k1"), want)
 		})
-	}
-}
-
-func TestAmbiguousReadModelReplay(t *testing.T) {
-	re := newRMFaultEnv(t)
-	cases := []struct {
-		name  string
-		parts func(p string) []string
-	}{
-		{"fence raise", func(p string) []string { return []string{`"` + p + `#"`, `"fence#`} }},
-		{"item put", func(p string) []string { return []string{dynamo.DocPK(p, ambColl), `"k1"`} }},
-		{"item delete", func(p string) []string { return []string{dynamo.DocPK(p, ambColl), `"k2"`} }},
-	}
-	for _, c := range cases {
-		for _, kind := range faultproxy.Kinds {
-			t.Run(c.name+"/"+kind.String(), func(t *testing.T) {
-				// Epoch 1 applied up to 20; epoch 2 replays dead-lettered event 7.
-				p := "replay-" + kind.String() + "-" + strings.ReplaceAll(c.name, " ", "-")
-				re.applyDirect(t, write(p, 1, "20", putDoc("k1", `{"n":1}`), putDoc("k2", `{"n":1}`)))
-				re.arm(kind, re.names.ReadModel, c.parts(p)...)
-				w := write(p, 2, "20", putDoc("k1", `{"n":2}`), delDoc("k2"))
-				w.Replay = "7"
-				if err := re.proxied.Apply(ctxT(t), w); err != nil {
-					t.Fatalf("replay Apply: %v", err)
-				}
-				re.requireFaulted(t)
-				re.requireItem(t, re.names.ReadModel, fenceKey(p), fenceItem(2, "20"))
-				k1, k2 := docItem(t, `{"n":2}`, 2, "20"), docItem(t, "", 2, "20")
-				k1[dynamo.ReplayAttr(ambShard, "7")], k2[dynamo.ReplayAttr(ambShard, "7")] = avN(2), avN(2)
-				re.requireItem(t, re.names.ReadModel, docKey(p, "k1"), k1)
-				re.requireItem(t, re.names.ReadModel, docKey(p, "k2"), k2)
-			})
-		}
 	}
 }
 

@@ -66,6 +66,14 @@ func openVia[S any](t testing.TB, fe *faultEnv, newStore func(dynamotables.ItemA
 	return s
 }
 
+// openBoth returns a faultEnv and the store newStore makes on its tables twice: through the
+// proxy (the store under test) and directly (to set up and observe).
+func openBoth[S any](t *testing.T, newStore func(dynamotables.ItemAPI, string) (S, error)) (fe *faultEnv, proxied, direct S) {
+	t.Helper()
+	fe = newFaultEnv(t)
+	return fe, openVia(t, fe, newStore), open(t, fe.env, newStore)
+}
+
 // arm faults the next write (PutItem, UpdateItem, DeleteItem) to table whose body contains
 // every one of parts, once, with kind. Cases may share one faultEnv, one after the other.
 func (fe *faultEnv) arm(kind faultproxy.Kind, table string, parts ...string) {
