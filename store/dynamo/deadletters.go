@@ -86,6 +86,9 @@ func validateKey(projection, shardID, seq string) error {
 // earlier (a zero FirstFailure is unknown: the stored one is kept). Errors: an error wrapping
 // deadletter.ErrInvalid (see deadletter.Letter.Validate; also projection or shard id too long
 // for a key), ErrTooLarge, DynamoDB errors after the SDK's retries (Put again to complete it).
+// A head write the SDK retried after an attempt that was applied (its answer lost) is this
+// Put's own: Put succeeds, and the chunks of the data it replaced, if any, stay unreferenced
+// (the package documentation, Dead letters: writes).
 func (s *DeadLetters) Put(ctx context.Context, l deadletter.Letter) error {
 	if err := l.Validate(); err != nil {
 		return fmt.Errorf("store/dynamo: put dead letter: %w", err)
@@ -409,7 +412,8 @@ func (s *DeadLetters) list(ctx context.Context, projection string, f deadletter.
 // Transition sets the letter's state to to if it is in one of from (and replayed_seq to
 // replayedSeq when to is deadletter.StateReplayed): one conditional UpdateItem. Errors:
 // deadletter.ErrNotFound, deadletter.ErrState, deadletter.ErrInvalid (see
-// deadletter.ValidateTransition), DynamoDB errors.
+// deadletter.ValidateTransition), DynamoDB errors. A Transition the SDK retried after an
+// attempt that was applied (its answer lost) succeeds: the head carries its request token.
 func (s *DeadLetters) Transition(ctx context.Context, projection, shardID, seq string, from []deadletter.State, to deadletter.State, replayedSeq string) error {
 	if err := deadletter.ValidateTransition(projection, shardID, seq, from, to, replayedSeq); err != nil {
 		return fmt.Errorf("store/dynamo: transition dead letter: %w", err)

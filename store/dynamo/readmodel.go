@@ -264,7 +264,9 @@ type pending struct {
 // document rule (nothing is written then); a *readmodel.RejectedError (wrapping
 // readmodel.ErrRejected) naming the document of an item DynamoDB refused as invalid (a
 // ValidationException: retrying cannot help; other items may be written); DynamoDB errors after
-// the SDK's retries (some items may be written: replaying w completes it).
+// the SDK's retries (some items may be written: replaying w completes it). A write the SDK
+// retried after an attempt that was applied (its answer lost) counts as done (the package
+// documentation, Read models: Apply).
 func (s *ReadModel) Apply(ctx context.Context, w readmodel.Write) error {
 	if w.Replay != "" && !event.ValidSeq(w.Replay) {
 		return fmt.Errorf("store/dynamo: apply %q/%q at %s: replay of %q: %w",
