@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -89,12 +90,31 @@ func updateArgs(le shardmap.Lease) []any {
 	return []any{le.Owner, le.Epoch, parentsJSON(le.ParentIDs), string(le.State), le.Module, le.Projection, le.ShardID, le.Counter}
 }
 
-func conflict(le shardmap.Lease) error {
-	return fmt.Errorf("local: update lease %s/%s at counter %d: %w", le.Projection, le.ShardID, le.Counter, shardmap.ErrConflict)
+// storedLease reads the lease of le's shard as tx holds it (nil when missing), for the
+// *shardmap.ConflictError of a write whose condition failed.
+func storedLease(ctx context.Context, tx *sql.Tx, le shardmap.Lease) (*shardmap.Lease, error) {
+	stored := shardmap.Lease{Projection: le.Projection, ShardID: le.ShardID}
+	var parents, state string
+	err := tx.QueryRowContext(ctx, `SELECT owner, counter, epoch, parent_ids, state, module FROM leases
+		WHERE projection = ? AND shard_id = ?`, le.Projection, le.ShardID).
+		Scan(&stored.Owner, &stored.Counter, &stored.Epoch, &parents, &state, &stored.Module)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(parents), &stored.ParentIDs); err != nil {
+		return nil, fmt.Errorf("local: lease %s/%s: parent_ids %q is not a JSON array of strings: %w",
+			le.Projection, le.ShardID, parents, err)
+	}
+	stored.State = shardmap.State(state)
+	return &stored, nil
 }
 
 // Update replaces the lease if its stored counter equals le.Counter, storing le.Counter+1, and
-// returns the stored lease. shardmap.ErrConflict when the counter differs or the lease is missing.
+// returns the stored lease. A *shardmap.ConflictError (wrapping shardmap.ErrConflict) when the
+// counter differs or the lease is missing.
 func (l *Leases) Update(ctx context.Context, le shardmap.Lease) (shardmap.Lease, error) {
 	res, err := l.UpdateMany(ctx, []shardmap.Lease{le})
 	if err != nil {
@@ -132,7 +152,11 @@ func (l *Leases) UpdateMany(ctx context.Context, ls []shardmap.Lease) ([]shardma
 				return err
 			}
 			if n == 0 {
-				out[i] = shardmap.UpdateResult{Err: conflict(le)}
+				stored, err := storedLease(ctx, tx, le)
+				if err != nil {
+					return err
+				}
+				out[i] = shardmap.UpdateResult{Err: fmt.Errorf("local: update lease: %w", shardmap.NewConflict(le, stored))}
 				continue
 			}
 			le.Counter++

@@ -32,11 +32,13 @@ type countingStore struct {
 	shardmap.LeaseStore
 	lists, creates, updates atomic.Int64
 	down                    atomic.Bool
+	listDown                atomic.Bool  // only List fails
+	unknown                 atomic.Int64 // Updates left to apply and then fail (applyThenFail)
 }
 
 func (s *countingStore) List(ctx context.Context, p string) ([]shardmap.Lease, error) {
 	s.lists.Add(1)
-	if s.down.Load() {
+	if s.down.Load() || s.listDown.Load() {
 		return nil, errDown
 	}
 	return s.LeaseStore.List(ctx, p)
@@ -55,8 +57,21 @@ func (s *countingStore) Update(ctx context.Context, l shardmap.Lease) (shardmap.
 	if s.down.Load() {
 		return shardmap.Lease{}, errDown
 	}
+	if s.unknown.Load() > 0 && s.unknown.Add(-1) >= 0 {
+		if _, err := s.LeaseStore.Update(ctx, l); err != nil {
+			return shardmap.Lease{}, err
+		}
+		return shardmap.Lease{}, errUnknown
+	}
 	return s.LeaseStore.Update(ctx, l)
 }
+
+// errUnknown is the error of a write whose outcome the store did not tell (it was applied).
+var errUnknown = errors.New("test: timed out after the write was sent")
+
+// applyThenFail makes the next n Updates apply and then fail with errUnknown, as a network
+// store's write whose answer was lost.
+func (s *countingStore) applyThenFail(n int64) { s.unknown.Store(n) }
 
 // worker is one simulated worker process with its own monotonic clock. Its runner hands a
 // shard over at once when asked (the cursor save is instantaneous here).

@@ -141,7 +141,11 @@ func WithEvents(e Events) Option {
 // Rules, evaluated once per round (every renew interval, by Run):
 //
 //  1. Renew: every owned lease is rewritten unchanged (counter+1). ErrConflict means another
-//     worker wrote it: Lost. A lease whose last successful renewal started a lease duration
+//     worker wrote it: Lost — unless the stored lease is this worker's own earlier renewal, one
+//     whose outcome it did not learn (the store failed after the write was sent): the lease
+//     then holds our owner and epoch with our counter+1, which no other write produces, and it
+//     is written again on top of it (RoundReport.Resolved; the same for takes, releases and
+//     finishes). A lease whose last successful renewal started a lease duration
 //     ago or more on our clock is Lost without asking the store (a paused or partitioned
 //     worker must assume the lease was taken); other store errors are retried next round.
 //  2. Observe: List all leases and record, per lease, the local monotonic time at which its
@@ -213,6 +217,9 @@ type Manager struct {
 	roundMu sync.Mutex          // serialises rounds
 	emitMu  sync.Mutex          // serialises Lost events of parallel renewals
 	seen    map[string]seenInfo // guarded by roundMu
+	// unknownTakes are the takes of the last round whose outcome the store did not tell (an
+	// error other than a conflict), by shard: the lease as the take wrote it. Guarded by roundMu.
+	unknownTakes map[string]Lease
 
 	mu    sync.Mutex // guards owned and the fields of every ownedLease
 	owned map[string]*ownedLease
@@ -346,6 +353,7 @@ type RoundReport struct {
 	Writes           int // lease writes (Update calls, or leases passed to UpdateMany), successful or not
 	Foreign          int // live leases of other workers with another module (WithModule); nothing is taken then
 	HandedBack       int // leases taken this round and handed back unused (a foreign lease appeared)
+	Resolved         int // conflicts with this worker's own earlier write of unknown outcome, written again (ownEarlier)
 }
 
 // Round performs one renew / observe / take / steal / release round (see Manager) and
@@ -386,7 +394,14 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 		if !e.wmu.TryLock() {
 			continue // a Release or Finish is writing it right now; nothing to conclude
 		}
-		if l, ok := byID[id]; !ok || l.Counter > e.lease.Counter {
+		switch l, ok := byID[id]; {
+		case ok && isOwnEarlier(l, e.lease):
+			// Our own renewal of this round or an earlier one, applied although the store
+			// reported an error: keep the lease. Its validity still runs from our last write
+			// known to have been applied; the next renewal writes on top of it.
+			e.lease = l
+			rep.Resolved++
+		case !ok || l.Counter > e.lease.Counter:
 			m.dropLocked(e)
 			lost = append(lost, id)
 		}
@@ -416,6 +431,8 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 	}
 
 	// 3. Target.
+	unknown := m.unknownTakes
+	m.unknownTakes = nil
 	var free, exp []Lease
 	counts := make(map[string]int)
 	theirs := make(map[string][]Lease)
@@ -439,6 +456,11 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 			free = append(free, l)
 		case expired(l):
 			exp = append(exp, l)
+		case l.Owner == m.worker && isOwnEarlier(l, unknown[l.ShardID]):
+			// Our own take of the last round, applied although the store reported an error:
+			// no runner ever started on it, so take it again now (a fresh write, which
+			// starts its validity) instead of waiting a lease duration for it to expire.
+			free = append(free, l)
 		case l.Owner == m.worker:
 			// Held by an earlier incarnation of this worker id, or one we gave up as lost:
 			// it may still be in use, so wait for it to expire like any other.
@@ -608,10 +630,13 @@ func (m *Manager) takeMany(ctx context.Context, ls []Lease, rep *RoundReport, ho
 		want[i].Epoch++
 	}
 	start := m.cfg.clock.Now()
-	res, err := m.write(ctx, want)
+	res, err := m.write(ctx, want, rep)
 	rep.Writes += len(want)
 	if err != nil {
 		m.cfg.logger.Warn("shardmap: could not take leases", "leases", len(want), "err", err)
+		for _, w := range want {
+			m.noteUnknownTake(w)
+		}
 		return nil
 	}
 	var out []taken
@@ -627,6 +652,8 @@ func (m *Manager) takeMany(ctx context.Context, ls []Lease, rep *RoundReport, ho
 			lvl := slog.LevelWarn
 			if errors.Is(r.Err, ErrConflict) {
 				lvl = slog.LevelDebug // another worker was faster
+			} else {
+				m.noteUnknownTake(want[i])
 			}
 			m.cfg.logger.Log(ctx, lvl, "shardmap: could not take lease", "shard", ls[i].ShardID, "how", h, "from", ls[i].Owner, "err", r.Err)
 			continue
@@ -634,6 +661,14 @@ func (m *Manager) takeMany(ctx context.Context, ls []Lease, rep *RoundReport, ho
 		out = append(out, taken{lease: r.Lease, how: h, from: ls[i].Owner, start: start})
 	}
 	return out
+}
+
+// noteUnknownTake remembers the take w whose outcome the store did not tell, for the next round.
+func (m *Manager) noteUnknownTake(w Lease) {
+	if m.unknownTakes == nil {
+		m.unknownTakes = make(map[string]Lease)
+	}
+	m.unknownTakes[w.ShardID] = w
 }
 
 // confirm Lists the leases again after this round's takes: when a foreign lease shows up (a
@@ -717,8 +752,56 @@ const renewParallelism = 8
 
 // write writes ls (at most MaxBatch leases) through the store: one UpdateMany call when it is
 // a BatchUpdater, else renewParallelism Updates at a time. res[i] is the outcome of ls[i]; err
-// is the failure of a whole UpdateMany call (res is nil then).
-func (m *Manager) write(ctx context.Context, ls []Lease) ([]UpdateResult, error) {
+// is the failure of a whole UpdateMany call (res is nil then). A conflict with this worker's
+// own earlier write of the same lease (ownEarlier) is resolved by writing ls[i] again on top
+// of it (rep.Resolved).
+func (m *Manager) write(ctx context.Context, ls []Lease, rep *RoundReport) ([]UpdateResult, error) {
+	res, err := m.writeOnce(ctx, ls)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range res {
+		stored := ownEarlier(r.Err, ls[i])
+		if stored == nil {
+			continue
+		}
+		again := ls[i]
+		again.Counter = stored.Counter
+		nl, err := m.store.Update(ctx, again)
+		rep.Writes++
+		rep.Resolved++
+		m.cfg.logger.Info("shardmap: a lease write of this worker whose outcome was unknown had been applied; wrote the lease again on top of it",
+			"shard", again.ShardID, "counter", stored.Counter, "err", err)
+		res[i] = UpdateResult{Lease: nl, Err: err}
+	}
+	return res, nil
+}
+
+// ownEarlier returns the lease stored at the conflict err of a write of l when it is this
+// worker's own earlier write of l whose outcome the worker did not learn (a store error after
+// the write was sent, e.g. a timeout, when the write had been applied): l's owner, epoch,
+// state, module and parents with counter l.Counter+1. No other write produces it: a take
+// raises the epoch and sets its own owner, a release clears the owner, and only one write can
+// move the counter from l.Counter. It returns nil for any other error or stored lease, for a
+// write of a free lease (l.Owner ""; a hand-back that fails simply expires), and when the store
+// gave no stored lease (a bare ErrConflict). The caller must write again rather than
+// take the stored lease as its own success: the earlier write happened at an unknown time, so
+// it cannot start a validity period.
+func ownEarlier(err error, l Lease) *Lease {
+	var ce *ConflictError
+	if !errors.As(err, &ce) || ce.Stored == nil || !isOwnEarlier(*ce.Stored, l) {
+		return nil
+	}
+	return ce.Stored
+}
+
+// isOwnEarlier reports whether stored is the result of a write of l (ownEarlier).
+func isOwnEarlier(stored, l Lease) bool {
+	return l.Owner != "" && stored.Counter == l.Counter+1 && stored.Owner == l.Owner && stored.Epoch == l.Epoch &&
+		stored.State == l.State && stored.Module == l.Module && slices.Equal(stored.ParentIDs, l.ParentIDs)
+}
+
+func (m *Manager) writeOnce(ctx context.Context, ls []Lease) ([]UpdateResult, error) {
 	if b, ok := m.store.(BatchUpdater); ok {
 		res, err := b.UpdateMany(ctx, ls)
 		if err == nil && len(res) != len(ls) {
@@ -794,7 +877,7 @@ func (m *Manager) renewChunk(ctx context.Context, chunk []*ownedLease, rep *Roun
 	var late []Lease
 	if len(es) > 0 {
 		start := m.cfg.clock.Now()
-		res, err := m.write(ctx, ls)
+		res, err := m.write(ctx, ls, rep)
 		rep.Writes += len(ls)
 		if err != nil {
 			m.cfg.logger.Warn("shardmap: lease renewals failed; retrying next round", "leases", len(ls), "err", err)
@@ -921,8 +1004,14 @@ func (m *Manager) finalWrite(ctx context.Context, shardID, what string, change f
 	// hold it while Valid still says yes here.
 	m.dropLocked(e)
 	m.mu.Unlock()
+	held := l
 	change(&l)
 	_, err := m.store.Update(ctx, l)
+	if stored := ownEarlier(err, held); stored != nil {
+		// Our last renewal had been applied without our learning it: write on top of it.
+		l.Counter = stored.Counter
+		_, err = m.store.Update(ctx, l)
+	}
 	if err != nil {
 		return fmt.Errorf("shardmap: %s shard %q of projection %q: %w", what, shardID, m.projection, err)
 	}
@@ -940,7 +1029,7 @@ func (m *Manager) handBackAll(ctx context.Context, ls []Lease, rep *RoundReport)
 			free[i] = l
 			free[i].Owner, free[i].Module = "", ""
 		}
-		res, err := m.write(ctx, free)
+		res, err := m.write(ctx, free, rep)
 		rep.Writes += n
 		for i, l := range free {
 			e := err

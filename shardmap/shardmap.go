@@ -26,6 +26,44 @@ const (
 // expected one (someone else wrote the lease) or the lease does not exist.
 var ErrConflict = errors.New("shardmap: lease changed since it was read (conditional write failed)")
 
+// ConflictError is the error, wrapping ErrConflict, that a LeaseStore's Update (and
+// UpdateMany, per lease) returns when the stored counter differs from the expected one: it
+// carries the lease as the store holds it, so that the caller can tell a write of its own whose
+// outcome it did not learn (the stored lease has its owner and epoch: see Manager) from another
+// worker's. Stores in this repository return it; a caller must also accept a bare ErrConflict.
+type ConflictError struct {
+	Projection, ShardID string
+	Counter             int64  // the counter the write expected
+	Stored              *Lease // as stored when the condition failed; nil when the lease is missing
+}
+
+func (e *ConflictError) Error() string {
+	if e.Stored == nil {
+		return fmt.Sprintf("%v: projection %q shard %q: no such lease (expected counter %d)", ErrConflict, e.Projection, e.ShardID, e.Counter)
+	}
+	owner := e.Stored.Owner
+	if owner == "" {
+		owner = "none"
+	}
+	return fmt.Sprintf("%v: projection %q shard %q: counter is %d (owner %s, epoch %d), the write expected %d",
+		ErrConflict, e.Projection, e.ShardID, e.Stored.Counter, owner, e.Stored.Epoch, e.Counter)
+}
+
+// Unwrap returns ErrConflict.
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// NewConflict returns the *ConflictError of a write of l (the lease as the writer read it)
+// that met stored (nil: missing). stored is copied.
+func NewConflict(l Lease, stored *Lease) *ConflictError {
+	e := &ConflictError{Projection: l.Projection, ShardID: l.ShardID, Counter: l.Counter}
+	if stored != nil {
+		c := *stored
+		c.ParentIDs = append([]string(nil), stored.ParentIDs...)
+		e.Stored = &c
+	}
+	return e
+}
+
 // ErrExists is returned by LeaseStore.Create when the lease already exists.
 var ErrExists = errors.New("shardmap: lease already exists")
 
@@ -55,7 +93,11 @@ type LeaseStore interface {
 	Create(ctx context.Context, l Lease) error
 	// Update replaces the lease with l if its stored counter equals l.Counter, storing
 	// l.Counter+1, and returns the stored lease. ErrConflict when the counter differs or the
-	// lease is missing.
+	// lease is missing (a *ConflictError). A store whose writes can have an unknown outcome (a
+	// network store: the request applied, the answer lost, the client retried) must, when a
+	// retry's condition fails, read the lease and return success when it holds exactly l with
+	// counter l.Counter+1: only this write can have moved the counter from l.Counter there.
+	// Any other error means the write may or may not have been applied.
 	Update(ctx context.Context, l Lease) (Lease, error)
 }
 

@@ -206,12 +206,36 @@ func testUpdateConflict(t *testing.T, s shardmap.LeaseStore) {
 	for _, c := range []int64{3, 5, 0, -1} {
 		stale := current
 		stale.Counter, stale.Owner, stale.Epoch = c, "thief", 2
-		if _, err := s.Update(ctx, stale); !errors.Is(err, shardmap.ErrConflict) {
+		_, err := s.Update(ctx, stale)
+		if !errors.Is(err, shardmap.ErrConflict) {
 			t.Fatalf("Update with counter %d (stored 4): err = %v, want ErrConflict", c, err)
 		}
+		requireConflict(t, err, stale, &current)
 	}
 	if stored := mustGet(t, s, proj, "s1"); !equal(stored, current) {
 		t.Fatalf("after refused updates, lease = %+v, want %+v", stored, current)
+	}
+}
+
+// requireConflict fails t unless err is a *shardmap.ConflictError of the write of l carrying
+// stored (nil: the lease is missing).
+func requireConflict(t *testing.T, err error, l shardmap.Lease, stored *shardmap.Lease) {
+	t.Helper()
+	var ce *shardmap.ConflictError
+	if !errors.As(err, &ce) {
+		t.Fatalf("conflict error %v (%T) is no *shardmap.ConflictError", err, err)
+	}
+	if ce.Projection != l.Projection || ce.ShardID != l.ShardID || ce.Counter != l.Counter {
+		t.Errorf("ConflictError is of %s/%s counter %d, want %s/%s counter %d", ce.Projection, ce.ShardID, ce.Counter,
+			l.Projection, l.ShardID, l.Counter)
+	}
+	switch {
+	case stored == nil && ce.Stored != nil:
+		t.Errorf("ConflictError.Stored = %+v for a missing lease, want nil", *ce.Stored)
+	case stored != nil && ce.Stored == nil:
+		t.Errorf("ConflictError.Stored = nil, want %+v", *stored)
+	case stored != nil && !equal(*ce.Stored, *stored):
+		t.Errorf("ConflictError.Stored = %+v, want %+v", *ce.Stored, *stored)
 	}
 }
 
@@ -222,6 +246,7 @@ func testUpdateMissing(t *testing.T, s shardmap.LeaseStore) {
 	if !errors.Is(err, shardmap.ErrConflict) {
 		t.Fatalf("Update of a missing lease: err = %v, want ErrConflict", err)
 	}
+	requireConflict(t, err, shardmap.Lease{Projection: proj, ShardID: "nope"}, nil)
 	if ls := mustList(t, s, proj); len(ls) != 0 {
 		t.Fatalf("Update of a missing lease created %+v", ls)
 	}
@@ -385,6 +410,12 @@ func testUpdateMany(t *testing.T, s shardmap.LeaseStore) {
 		if !wantOK {
 			if !errors.Is(r.Err, shardmap.ErrConflict) {
 				t.Fatalf("result %d (%s): err = %v, want ErrConflict", i, in[i].ShardID, r.Err)
+			}
+			if in[i].ShardID == "nope" {
+				requireConflict(t, r.Err, in[i], nil)
+			} else {
+				stored := shardmap.Lease{Projection: proj, ShardID: in[i].ShardID, Counter: 10, State: shardmap.StateActive}
+				requireConflict(t, r.Err, in[i], &stored)
 			}
 			continue
 		}

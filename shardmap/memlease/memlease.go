@@ -74,7 +74,7 @@ func (s *Store) Create(ctx context.Context, l shardmap.Lease) error {
 }
 
 // Update replaces the stored lease with l when the stored counter equals l.Counter, stores
-// l.Counter+1 and returns a copy of what it stored. shardmap.ErrConflict (wrapped) when the
+// l.Counter+1 and returns a copy of what it stored. A *shardmap.ConflictError (wrapped) when the
 // counter differs or the lease does not exist.
 func (s *Store) Update(ctx context.Context, l shardmap.Lease) (shardmap.Lease, error) {
 	if err := ctx.Err(); err != nil {
@@ -112,11 +112,10 @@ func (s *Store) updateLocked(l shardmap.Lease) (shardmap.Lease, error) {
 	k := key{l.Projection, l.ShardID}
 	cur, ok := s.leases[k]
 	if !ok {
-		return shardmap.Lease{}, fmt.Errorf("memlease: update %s/%s: no such lease: %w", l.Projection, l.ShardID, shardmap.ErrConflict)
+		return shardmap.Lease{}, fmt.Errorf("memlease: update: %w", shardmap.NewConflict(l, nil))
 	}
 	if cur.Counter != l.Counter {
-		return shardmap.Lease{}, fmt.Errorf("memlease: update %s/%s: counter is %d, caller expected %d: %w",
-			l.Projection, l.ShardID, cur.Counter, l.Counter, shardmap.ErrConflict)
+		return shardmap.Lease{}, fmt.Errorf("memlease: update: %w", shardmap.NewConflict(l, &cur))
 	}
 	n := clone(l)
 	n.Counter++

@@ -31,10 +31,18 @@
 //
 //	projection S (HASH), shard S (RANGE), owner S (absent when free), counter N, epoch N,
 //	parents L of S, state S ("active" | "finished"), module S (the owner's module identity,
-//	shardmap.Lease.Module; absent when "")
+//	shardmap.Lease.Module; absent when ""), token S (the request token of the write that
+//	stored the item: 16 random hex digits, new for every write)
 //
 // Every write is a single conditional PutItem: Create with attribute_not_exists(projection),
-// Update with counter = <expected>.
+// Update with counter = <expected>. When the condition fails the lease is read back
+// (strongly consistent): when it holds exactly what this call wrote, token included, an
+// attempt of this call was applied without its answer reaching us (a 5xx, a timeout or a
+// connection reset after the request was sent; the SDK's retry then met the moved counter),
+// and the write succeeds; otherwise Update returns a *shardmap.ConflictError with the stored
+// lease, Create shardmap.ErrExists. The token is what proves "this call": the same lease
+// written by an earlier call of this worker whose outcome it did not learn started no validity
+// period and is left to shardmap.Manager, which writes again on top of it.
 //
 // # Cursors
 //

@@ -3,6 +3,8 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -20,7 +22,12 @@ const (
 	attrLeaseParents = "parents"
 	attrLeaseState   = "state"
 	attrLeaseModule  = "module"
+	attrLeaseToken   = "token"
 )
+
+// readBackTimeout bounds the read that follows a failed condition, which runs even when the
+// caller's context was just cancelled.
+const readBackTimeout = 5 * time.Second
 
 // LeaseStore is a shardmap.LeaseStore on the leases table (DESIGN §4; item layout: the package
 // documentation, Leases). Every write is one conditional PutItem. It is safe for concurrent use.
@@ -74,47 +81,111 @@ func (s *LeaseStore) List(ctx context.Context, projection string) ([]shardmap.Le
 }
 
 // Create stores l unless a lease for (l.Projection, l.ShardID) exists: shardmap.ErrExists.
+// When the condition fails, the lease is read: one holding exactly l and this call's request
+// token is this Create's own write, whose first attempt was applied without its answer reaching
+// us (a 5xx, a timeout or a reset after the request was sent; the SDK's retry then met it),
+// and Create succeeds.
 func (s *LeaseStore) Create(ctx context.Context, l shardmap.Lease) error {
+	tok := requestToken()
 	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                aws.String(s.table),
-		Item:                     encodeLease(l),
+		Item:                     encodeLease(l, tok),
 		ConditionExpression:      aws.String("attribute_not_exists(#p)"),
 		ExpressionAttributeNames: map[string]string{"#p": dynamotables.LeasesPK},
 	})
-	if dynamotables.IsConditionalCheckFailed(err) {
-		return fmt.Errorf("%w: projection %q shard %q", shardmap.ErrExists, l.Projection, l.ShardID)
-	}
-	if err != nil {
+	if err != nil && !dynamotables.IsConditionalCheckFailed(err) {
 		return fmt.Errorf("store/dynamo: create lease %q/%q: %w", l.Projection, l.ShardID, err)
 	}
-	return nil
+	if err == nil {
+		return nil
+	}
+	stored, stok, err := s.readBack(ctx, l)
+	if err != nil {
+		return fmt.Errorf("store/dynamo: create lease %q/%q: the lease exists and reading it failed: %w", l.Projection, l.ShardID, err)
+	}
+	if stored != nil && stok == tok && sameLease(*stored, l) {
+		return nil
+	}
+	return fmt.Errorf("%w: projection %q shard %q", shardmap.ErrExists, l.Projection, l.ShardID)
 }
 
 // Update replaces the lease if its stored counter equals l.Counter, storing l.Counter+1, and
-// returns the stored lease. shardmap.ErrConflict when the counter differs or the lease is
-// missing.
+// returns the stored lease. When the condition fails, the lease is read (strongly consistent):
+// one holding exactly l with counter l.Counter+1 and this call's request token was written by
+// an attempt of this call whose answer was lost, and Update succeeds; otherwise a
+// *shardmap.ConflictError with the stored lease (nil when missing) — which may be this
+// worker's own write of an earlier call that failed (shardmap.Manager resolves that: only the
+// token proves the write happened during this call, after the caller's clock started its
+// validity). A failed read-back is returned as an error that is no conflict: the write may or
+// may not have been applied.
 func (s *LeaseStore) Update(ctx context.Context, l shardmap.Lease) (shardmap.Lease, error) {
 	next := l
 	next.Counter = l.Counter + 1
+	next.ParentIDs = append([]string(nil), l.ParentIDs...)
+	tok := requestToken()
 	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                 aws.String(s.table),
-		Item:                      encodeLease(next),
+		Item:                      encodeLease(next, tok),
 		ConditionExpression:       aws.String("#c = :c"),
 		ExpressionAttributeNames:  map[string]string{"#c": attrLeaseCounter},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":c": num(l.Counter)},
 	})
-	if dynamotables.IsConditionalCheckFailed(err) {
-		return shardmap.Lease{}, fmt.Errorf("%w: projection %q shard %q counter %d", shardmap.ErrConflict, l.Projection, l.ShardID, l.Counter)
+	if err == nil {
+		return next, nil
 	}
-	if err != nil {
+	if !dynamotables.IsConditionalCheckFailed(err) {
 		return shardmap.Lease{}, fmt.Errorf("store/dynamo: update lease %q/%q: %w", l.Projection, l.ShardID, err)
 	}
-	next.ParentIDs = append([]string(nil), l.ParentIDs...)
-	return next, nil
+	stored, stok, err := s.readBack(ctx, l)
+	if err != nil {
+		return shardmap.Lease{}, fmt.Errorf("store/dynamo: update lease %q/%q at counter %d: the condition failed and reading the lease back failed: %w",
+			l.Projection, l.ShardID, l.Counter, err)
+	}
+	if stored != nil && stok == tok && sameLease(*stored, next) {
+		return next, nil
+	}
+	return shardmap.Lease{}, fmt.Errorf("store/dynamo: update lease: %w", shardmap.NewConflict(l, stored))
 }
 
-// encodeLease returns the item of l, keys included.
-func encodeLease(l shardmap.Lease) map[string]types.AttributeValue {
+// readBack reads the lease of l's shard (strongly consistent; nil when missing) and the token of
+// the write that stored it, even when ctx was just cancelled: the caller must learn whether its
+// write is there.
+func (s *LeaseStore) readBack(ctx context.Context, l shardmap.Lease) (*shardmap.Lease, string, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
+	defer cancel()
+	out, err := s.api.GetItem(rctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table),
+		Key: map[string]types.AttributeValue{
+			dynamotables.LeasesPK: str(l.Projection),
+			dynamotables.LeasesSK: str(l.ShardID),
+		},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	if out.Item == nil {
+		return nil, "", nil
+	}
+	stored, err := decodeLease(out.Item)
+	if err != nil {
+		return nil, "", err
+	}
+	tok, _ := out.Item[attrLeaseToken].(*types.AttributeValueMemberS)
+	if tok == nil {
+		return &stored, "", nil
+	}
+	return &stored, tok.Value, nil
+}
+
+// sameLease reports whether a and b are the same stored lease: every attribute equal.
+func sameLease(a, b shardmap.Lease) bool {
+	return a.Projection == b.Projection && a.ShardID == b.ShardID && a.Owner == b.Owner && a.Counter == b.Counter &&
+		a.Epoch == b.Epoch && a.State == b.State && a.Module == b.Module && slices.Equal(a.ParentIDs, b.ParentIDs)
+}
+
+// encodeLease returns the item of l, keys included, written with the request token tok.
+func encodeLease(l shardmap.Lease, tok string) map[string]types.AttributeValue {
 	parents := make([]types.AttributeValue, len(l.ParentIDs))
 	for i, p := range l.ParentIDs {
 		parents[i] = &types.AttributeValueMemberS{Value: p}
@@ -126,6 +197,7 @@ func encodeLease(l shardmap.Lease) map[string]types.AttributeValue {
 		attrLeaseEpoch:        num(l.Epoch),
 		attrLeaseParents:      &types.AttributeValueMemberL{Value: parents},
 		attrLeaseState:        &types.AttributeValueMemberS{Value: string(l.State)},
+		attrLeaseToken:        &types.AttributeValueMemberS{Value: tok},
 	}
 	if l.Owner != "" {
 		it[attrLeaseOwner] = &types.AttributeValueMemberS{Value: l.Owner}
