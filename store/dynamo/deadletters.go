@@ -2,8 +2,6 @@ package dynamo
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -97,10 +95,7 @@ func (s *DeadLetters) Put(ctx context.Context, l deadletter.Letter) error {
 		return fmt.Errorf("store/dynamo: put dead letter: %w", err)
 	}
 	sk := headSK(l.ShardID, l.Seq)
-	token, err := newToken()
-	if err != nil {
-		return fmt.Errorf("store/dynamo: put dead letter %s/%s/%s: %w", l.Projection, l.ShardID, l.Seq, err)
-	}
+	token := requestToken() // also the chunk generation
 	keys := itemSize(letterKey(l.Projection, sk)) + len(attrLetterToken) + len(token)
 	head := encodeHead(l, chunkRef{})
 	if keys+itemSize(head) > inlineBytes {
@@ -112,6 +107,7 @@ func (s *DeadLetters) Put(ctx context.Context, l deadletter.Letter) error {
 			return fmt.Errorf("store/dynamo: put dead letter %s/%s/%s: %w (%d bytes without the data, at most %d)",
 				l.Projection, l.ShardID, l.Seq, ErrTooLarge, size, inlineBytes)
 		}
+		var err error
 		if head, err = s.putChunks(ctx, l, sk, token); err != nil {
 			return err
 		}
@@ -137,16 +133,6 @@ func (s *DeadLetters) Put(ctx context.Context, l deadletter.Letter) error {
 		}
 	}
 	return nil
-}
-
-// newToken returns a request token: genDigits random hex digits, new for every Put (also its
-// chunk generation) and Transition.
-func newToken() (string, error) {
-	var g [genDigits / 2]byte
-	if _, err := rand.Read(g[:]); err != nil {
-		return "", fmt.Errorf("request token: %w", err)
-	}
-	return hex.EncodeToString(g[:]), nil
 }
 
 // ownToken reports whether the head item it was last written by the request with token.
@@ -265,7 +251,7 @@ func (s *DeadLetters) deleteChunks(ctx context.Context, projection, sk string, r
 	return nil
 }
 
-// genDigits is the length of a chunk generation id (hex digits).
+// genDigits is the length of a chunk generation id (hex digits): a Put's requestToken.
 const genDigits = 16
 
 // readAttempts bounds how often Get and List re-read a head whose chunks a concurrent Put
@@ -421,10 +407,7 @@ func (s *DeadLetters) Transition(ctx context.Context, projection, shardID, seq s
 	if err := validateKey(projection, shardID, seq); err != nil {
 		return fmt.Errorf("store/dynamo: transition dead letter: %w", err)
 	}
-	token, err := newToken()
-	if err != nil {
-		return fmt.Errorf("store/dynamo: transition dead letter %s/%s/%s to %s: %w", projection, shardID, seq, to, err)
-	}
+	token := requestToken()
 	names := map[string]string{"#st": attrLetterState, "#tok": attrLetterToken}
 	values := map[string]types.AttributeValue{":to": str(string(to)), ":tok": str(token)}
 	update := "SET #st = :to, #tok = :tok"
@@ -438,7 +421,7 @@ func (s *DeadLetters) Transition(ctx context.Context, projection, shardID, seq s
 		values[in[i]] = str(string(st))
 	}
 	sk := headSK(shardID, seq)
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       letterKey(projection, sk),
 		UpdateExpression:          aws.String(update),

@@ -22,7 +22,7 @@
 // the item holds what this write meant to write, as the Kinesis Client Library does for its
 // lease writes (awslabs/amazon-kinesis-client PR #247, release 1.8.8; its issue #325); only
 // otherwise is the conflict reported. Where the item alone cannot tell whose write it holds, a
-// request token is written into it (dead letters: req). The rule of each write is given with
+// request token is written into it (leases and dead letters: token). The rule of each write is given with
 // its store below.
 //
 // # Leases
@@ -142,7 +142,7 @@
 //	       shard S, seq S (as given), state S, attempts N, arrival_ms N, and when not empty:
 //	       partition_key S, error_kind S, error S, first_failure_ms N, last_failure_ms N
 //	       (ms since the Unix epoch), replayed_seq S; the data either inline (data B) or in
-//	       chunks (chunks N, chunk_gen S, data_len N); req S (16 hex digits: the request token
+//	       chunks (chunks N, chunk_gen S, data_len N); token S (16 hex digits: the request token
 //	       of the Put or Transition that wrote the head last; not part of the Letter)
 //	chunk  sk = head sk + "#chunk#" + chunk_gen + "#" + 4-digit index
 //	       chunk N (the index), data B (at most ChunkBytes)
@@ -175,9 +175,9 @@
 // Writes of unknown outcome: the chunk PutItems, the head write (unconditional) and the chunk
 // DeleteItems are idempotent as retried; the lowering of first_failure_ms is conditional on
 // the stored one being later, so its retry fails and is taken as done, as for a concurrent Put.
-// Each Put writes a new token into req (the same random value names its chunk generation), and
+// Each Put writes a new token into token (the same random value names its chunk generation), and
 // each Transition its own. When the head write was retried after an applied attempt, the item
-// it returns as replaced is this Put's own head (req is this Put's token): Put then deletes no
+// it returns as replaced is this Put's own head (its token is this Put's): Put then deletes no
 // chunks, since the generation its first attempt replaced is unknown; those chunks stay
 // unreferenced (garbage, never read, as after a crash between chunk and head writes). The
 // first failure is still the earliest: the retry's "old" item holds if_not_exists's result,
