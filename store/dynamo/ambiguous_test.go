@@ -83,9 +83,8 @@ func (fe *faultEnv) arm(kind faultproxy.Kind, table string, parts ...string) {
 // armOp is arm for writes of the operation op only ("PutItem", "UpdateItem", "DeleteItem";
 // "": any write).
 func (fe *faultEnv) armOp(kind faultproxy.Kind, op, table string, parts ...string) {
-	// Rule.Limit bounds the faults since Start, not since SetRule.
 	fe.armed = len(fe.proxy.Faults())
-	fe.proxy.SetRule(faultproxy.Rule{Kind: kind, Limit: fe.armed + 1, Delay: faultDelay, Match: func(r faultproxy.Request) bool {
+	fe.proxy.SetRule(faultproxy.Rule{Kind: kind, Limit: 1, Delay: faultDelay, Match: func(r faultproxy.Request) bool {
 		if !r.IsWrite() || r.Table != table || (op != "" && r.Op != op) {
 			return false
 		}
