@@ -264,7 +264,9 @@ type pending struct {
 // document rule (nothing is written then); a *readmodel.RejectedError (wrapping
 // readmodel.ErrRejected) naming the document of an item DynamoDB refused as invalid (a
 // ValidationException: retrying cannot help; other items may be written); DynamoDB errors after
-// the SDK's retries (some items may be written: replaying w completes it).
+// the SDK's retries (some items may be written: replaying w completes it). A write the SDK
+// retried after an attempt that was applied (its answer lost) counts as done (the package
+// documentation, Read models: Apply).
 func (s *ReadModel) Apply(ctx context.Context, w readmodel.Write) error {
 	if w.Replay != "" && !event.ValidSeq(w.Replay) {
 		return fmt.Errorf("store/dynamo: apply %q/%q at %s: replay of %q: %w",
@@ -450,16 +452,27 @@ type marker struct {
 	name  string
 	value types.AttributeValue
 	cond  string
+	// covers reports whether a stored marker value (nil: absent) says the item already holds
+	// this write's effect.
+	covers func(stored types.AttributeValue) bool
 }
 
-// seqMarker: the shard's sequence-number marker, raised by every write of the shard.
+// seqMarker: the shard's sequence-number marker, raised by every write of the shard. A stored
+// marker at or past this write's covers it.
 func seqMarker(w readmodel.Write) marker {
-	return marker{name: SeqAttrPrefix + w.ShardID, value: str(source.PadSeq(w.Seq)), cond: "(attribute_not_exists(#m) OR #m < :m)"}
+	padded := source.PadSeq(w.Seq)
+	return marker{name: SeqAttrPrefix + w.ShardID, value: str(padded), cond: "(attribute_not_exists(#m) OR #m < :m)",
+		covers: func(v types.AttributeValue) bool {
+			s, ok := v.(*types.AttributeValueMemberS)
+			return ok && s.Value >= padded
+		}}
 }
 
-// replayMarker: the marker of one dead-letter replay, set once (to the replaying epoch).
+// replayMarker: the marker of one dead-letter replay, set once (to the replaying epoch). Any
+// stored value covers it: the replay's effect is on the item.
 func replayMarker(w readmodel.Write) marker {
-	return marker{name: ReplayAttr(w.ShardID, w.Replay), value: num(w.Epoch), cond: "attribute_not_exists(#m)"}
+	return marker{name: ReplayAttr(w.ShardID, w.Replay), value: num(w.Epoch), cond: "attribute_not_exists(#m)",
+		covers: func(v types.AttributeValue) bool { return v != nil }}
 }
 
 // ReplayAttr returns the name of the item attribute that marks an item as written by the replay
@@ -496,14 +509,18 @@ func (s *ReadModel) writeItem(ctx context.Context, w readmodel.Write, m marker, 
 		}
 		return err
 	}
-	// Skip (already applied) unless a newer epoch of this shard wrote the item: the epoch
-	// attribute only grows, so what we read now decides.
+	// The condition failed: a newer epoch of this shard wrote the item (fenced), or the item
+	// already holds this write's effect (an earlier Apply of the batch, or this request's own
+	// attempt, applied but its answer lost, which the SDK retried). Read it back to tell which:
+	// the epoch and the markers only grow, so what is read now decides. The document is not
+	// compared: the markers say which batch (or replay) of which epoch the item holds, and the
+	// first write of a batch is the one kept (a replayed batch changes nothing).
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      k,
 		ConsistentRead:           aws.Bool(true),
-		ProjectionExpression:     aws.String("#e"),
-		ExpressionAttributeNames: map[string]string{"#e": EpochAttrPref + w.ShardID},
+		ProjectionExpression:     aws.String("#e, #m"),
+		ExpressionAttributeNames: map[string]string{"#e": EpochAttrPref + w.ShardID, "#m": m.name},
 	})
 	if err != nil {
 		return fmt.Errorf("store/dynamo: read back document %s/%s of %q after a failed condition: %w", p.collection, p.key, w.Projection, err)
@@ -511,6 +528,10 @@ func (s *ReadModel) writeItem(ctx context.Context, w readmodel.Write, m marker, 
 	if e, _, err := intAttr(out.Item, EpochAttrPref+w.ShardID); err == nil && e > w.Epoch {
 		return fmt.Errorf("%w: %s/%s of %q was written by epoch %d of %q, write by epoch %d refused",
 			readmodel.ErrFenced, p.collection, p.key, w.Projection, e, w.ShardID, w.Epoch)
+	}
+	if !m.covers(out.Item[m.name]) {
+		return fmt.Errorf("store/dynamo: write document %s/%s of %q/%q at %s: the condition failed, but the item holds neither a newer epoch nor this write's marker %s (changed by another client?); apply again",
+			p.collection, p.key, w.Projection, w.ShardID, w.Seq, m.name)
 	}
 	return nil
 }
