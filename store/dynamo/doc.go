@@ -95,9 +95,12 @@
 //  3. One UpdateItem per distinct key (the last mutation of a key wins), up to MaxInFlight
 //     (WithMaxInFlight) at a time: SET doc (put) or REMOVE doc (delete, leaving a tombstone),
 //     SET seq:S and epoch:S, conditional on seq:S absent or < w.Seq and epoch:S absent or <=
-//     w.Epoch. A failed condition is read back: a newer epoch there is ErrFenced (a zombie that
-//     passed step 1 before the new owner raised the fence), otherwise the key already holds this
-//     shard's effects up to w.Seq or later and is skipped.
+//     w.Epoch. The item a condition failed on is examined — as returned with the failure
+//     (ReturnValuesOnConditionCheckFailure ALL_OLD: DynamoDB and DynamoDB Local return it), or
+//     read back (dynalite returns none): a newer epoch there is ErrFenced (a zombie that passed
+//     step 1 before the new owner raised the fence), a marker at w.Seq or later means the key
+//     already holds this shard's effects and is skipped, anything else is an error (apply
+//     again).
 //
 // So a replayed Apply changes nothing it already changed, a partially applied Apply completes on
 // replay, and a zombie cannot overwrite a newer owner's work.

@@ -482,6 +482,27 @@ func ReplayAttr(shardID, seq string) string {
 	return ReplayAttrPrefix + shardID + ":" + source.PadSeq(seq)
 }
 
+// failedOn returns the item (at key k) whose condition failed with ccf: the one in the error
+// when the server returned it (ReturnValuesOnConditionCheckFailure), else its epoch attribute
+// epochAttr and marker m read back (strongly consistent).
+func (s *ReadModel) failedOn(ctx context.Context, ccf error, k map[string]types.AttributeValue, epochAttr string, m marker) (map[string]types.AttributeValue, error) {
+	var e *types.ConditionalCheckFailedException
+	if errors.As(ccf, &e) && e.Item != nil {
+		return e.Item, nil
+	}
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      k,
+		ConsistentRead:           aws.Bool(true),
+		ProjectionExpression:     aws.String("#e, #m"),
+		ExpressionAttributeNames: map[string]string{"#e": epochAttr, "#m": m.name},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.Item, nil
+}
+
 func (s *ReadModel) writeItem(ctx context.Context, w readmodel.Write, m marker, p *pending) error {
 	names := map[string]string{"#m": m.name, "#e": EpochAttrPref + w.ShardID, "#d": AttrDoc}
 	values := map[string]types.AttributeValue{":m": m.value, ":e": num(w.Epoch)}
@@ -498,6 +519,9 @@ func (s *ReadModel) writeItem(ctx context.Context, w readmodel.Write, m marker, 
 		ConditionExpression:       aws.String(m.cond + " AND (attribute_not_exists(#e) OR #e <= :e)"),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
+		// DynamoDB and DynamoDB Local return the item a condition failed on (saving the
+		// read-back below); dynalite returns none.
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
 		return nil
@@ -515,21 +539,15 @@ func (s *ReadModel) writeItem(ctx context.Context, w readmodel.Write, m marker, 
 	// the epoch and the markers only grow, so what is read now decides. The document is not
 	// compared: the markers say which batch (or replay) of which epoch the item holds, and the
 	// first write of a batch is the one kept (a replayed batch changes nothing).
-	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      k,
-		ConsistentRead:           aws.Bool(true),
-		ProjectionExpression:     aws.String("#e, #m"),
-		ExpressionAttributeNames: map[string]string{"#e": EpochAttrPref + w.ShardID, "#m": m.name},
-	})
+	item, err := s.failedOn(ctx, err, k, EpochAttrPref+w.ShardID, m)
 	if err != nil {
 		return fmt.Errorf("store/dynamo: read back document %s/%s of %q after a failed condition: %w", p.collection, p.key, w.Projection, err)
 	}
-	if e, _, err := intAttr(out.Item, EpochAttrPref+w.ShardID); err == nil && e > w.Epoch {
+	if e, _, err := intAttr(item, EpochAttrPref+w.ShardID); err == nil && e > w.Epoch {
 		return fmt.Errorf("%w: %s/%s of %q was written by epoch %d of %q, write by epoch %d refused",
 			readmodel.ErrFenced, p.collection, p.key, w.Projection, e, w.ShardID, w.Epoch)
 	}
-	if !m.covers(out.Item[m.name]) {
+	if !m.covers(item[m.name]) {
 		return fmt.Errorf("store/dynamo: write document %s/%s of %q/%q at %s: the condition failed, but the item holds neither a newer epoch nor this write's marker %s (changed by another client?); apply again",
 			p.collection, p.key, w.Projection, w.ShardID, w.Seq, m.name)
 	}
