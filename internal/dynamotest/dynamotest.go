@@ -29,11 +29,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,6 +37,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/projhost/projhost/internal/dynamotables"
+	"github.com/projhost/projhost/internal/localserver"
 )
 
 // EndpointEnv names the environment variable with an already running server's endpoint URL.
@@ -82,72 +79,12 @@ func setup() (stop func(), err error) {
 		endpoint = ep
 		return nil, nil
 	}
-	root, err := repoRoot()
+	ep, stop, err := localserver.Server{Tool: "dynalite", PidEnv: "DYNALITE_PIDFILE", EndpointEnv: EndpointEnv}.Start()
 	if err != nil {
 		return nil, err
 	}
-	tools := filepath.Join(root, "tools", "dynalite")
-	tmp, err := os.MkdirTemp("", "dynamotest-")
-	if err != nil {
-		return nil, fmt.Errorf("temp dir for the dynalite pid file: %w", err)
-	}
-	pidfile := filepath.Join(tmp, "dynalite.pid")
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ { // the free port may be taken before dynalite binds it
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // includes npm ci
-		cmd := exec.CommandContext(ctx, filepath.Join(tools, "start.sh"), port)
-		cmd.Env = append(os.Environ(), "DYNALITE_PIDFILE="+pidfile)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		cancel()
-		if err != nil {
-			lastErr = fmt.Errorf("start %s/start.sh %s: %w: %s (set %s to use a running server)",
-				tools, port, err, strings.TrimSpace(stderr.String()), EndpointEnv)
-			continue
-		}
-		endpoint = strings.TrimSpace(string(out))
-		return func() {
-			c := exec.Command(filepath.Join(tools, "stop.sh"), port)
-			c.Env = append(os.Environ(), "DYNALITE_PIDFILE="+pidfile)
-			if out, err := c.CombinedOutput(); err != nil {
-				fmt.Fprintf(os.Stderr, "dynamotest: stop dynalite: %v: %s\n", err, out)
-			}
-			os.RemoveAll(tmp)
-		}, nil
-	}
-	os.RemoveAll(tmp)
-	return nil, lastErr
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "tools", "dynalite", "start.sh")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("tools/dynalite/start.sh not found above the working directory (set %s)", EndpointEnv)
-		}
-		dir = parent
-	}
-}
-
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port), nil
+	endpoint = ep
+	return stop, nil
 }
 
 // Endpoint returns the server's endpoint URL, or skips t when there is none.

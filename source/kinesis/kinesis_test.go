@@ -1,0 +1,169 @@
+package kinesis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/projhost/projhost/internal/kinesistest"
+	"github.com/projhost/projhost/source"
+	kinesissrc "github.com/projhost/projhost/source/kinesis"
+	"github.com/projhost/projhost/source/sourcetest"
+)
+
+func TestMain(m *testing.M) { kinesistest.Main(m) }
+
+// newStream creates a fresh stream of n shards on the local server and returns the source over
+// it (by name, or by ARN when byARN), its appender and the client.
+func newStream(t *testing.T, n int, byARN bool) (*kinesissrc.Source, sourcetest.Appender, *kinesis.Client, string) {
+	t.Helper()
+	c := kinesistest.Client(t)
+	name, arn := kinesistest.Stream(t, c, n)
+	id := name
+	if byARN {
+		id = arn
+	}
+	src, err := kinesissrc.New(c, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := func(ctx context.Context, recs []sourcetest.Record) error {
+		entries := make([]types.PutRecordsRequestEntry, len(recs))
+		for i, r := range recs {
+			entries[i] = types.PutRecordsRequestEntry{PartitionKey: aws.String(r.PartitionKey), Data: r.Data}
+		}
+		resent, err := kinesistest.Put(ctx, c, name, entries)
+		if err == nil && resent > 0 {
+			err = fmt.Errorf("%d entries were refused and sent again: the order of their keys is lost", resent)
+		}
+		return err
+	}
+	return src, app, c, name
+}
+
+func TestConformance(t *testing.T) {
+	sourcetest.Run(t, func(t *testing.T, shards int) (source.Source, sourcetest.Appender) {
+		src, app, _, _ := newStream(t, shards, false)
+		return src, app
+	}, kinesisLocalSlack)
+}
+
+// TestConformanceByARN: the same suite naming the stream by its ARN only.
+func TestConformanceByARN(t *testing.T) {
+	sourcetest.Run(t, func(t *testing.T, shards int) (source.Source, sourcetest.Appender) {
+		src, app, _, _ := newStream(t, shards, true)
+		return src, app
+	}, kinesisLocalSlack)
+}
+
+// kinesisLocalSlack: kinesis-local's CreateStream rounds the even split its own way (the suite
+// makes streams of at most 4 shards).
+var kinesisLocalSlack = sourcetest.EvenSplitSlack(4)
+
+func TestResharding(t *testing.T) {
+	sourcetest.RunResharding(t, func(t *testing.T, shards int) (source.Source, sourcetest.Appender, sourcetest.Resharder) {
+		src, app, c, name := newStream(t, shards, false)
+		return src, app, resharder(c, name)
+	})
+}
+
+// resharder splits and merges with SplitShard and MergeShards, waiting for the stream to be
+// ACTIVE again, and finds the children in ListShards.
+func resharder(c *kinesis.Client, stream string) sourcetest.Resharder {
+	children := func(ctx context.Context, parents ...string) ([]types.Shard, error) {
+		var kids []types.Shard
+		in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
+		for {
+			out, err := c.ListShards(ctx, in)
+			if err != nil {
+				return nil, err
+			}
+			for _, s := range out.Shards {
+				if aws.ToString(s.ParentShardId) == parents[0] && (len(parents) == 1 || aws.ToString(s.AdjacentParentShardId) == parents[1]) {
+					kids = append(kids, s)
+				}
+			}
+			if out.NextToken == nil {
+				return kids, nil
+			}
+			in = &kinesis.ListShardsInput{NextToken: out.NextToken}
+		}
+	}
+	shard := func(ctx context.Context, id string) (*types.Shard, error) {
+		out, err := c.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(stream)})
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range out.Shards {
+			if aws.ToString(s.ShardId) == id {
+				return &s, nil
+			}
+		}
+		return nil, fmt.Errorf("shard %s: %w", id, source.ErrUnknownShard)
+	}
+	unknown := func(err error) error {
+		var nf *types.ResourceNotFoundException
+		if errors.As(err, &nf) {
+			return fmt.Errorf("%w: %v", source.ErrUnknownShard, err)
+		}
+		return err
+	}
+	return sourcetest.Resharder{
+		Split: func(ctx context.Context, id string) (kids [2]string, err error) {
+			s, err := shard(ctx, id)
+			if err != nil {
+				return kids, err
+			}
+			lo, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.StartingHashKey), 10)
+			hi, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.EndingHashKey), 10)
+			mid := new(big.Int).Add(lo, new(big.Int).Rsh(new(big.Int).Sub(hi, lo), 1))
+			mid.Add(mid, big.NewInt(1))
+			if _, err := c.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: aws.String(stream), ShardToSplit: aws.String(id),
+				NewStartingHashKey: aws.String(mid.String())}); err != nil {
+				return kids, unknown(err)
+			}
+			if _, err := kinesistest.WaitActive(ctx, c, stream); err != nil {
+				return kids, err
+			}
+			ks, err := children(ctx, id)
+			if err != nil || len(ks) != 2 {
+				return kids, fmt.Errorf("children of %s after the split: %v, %v", id, ks, err)
+			}
+			return [2]string{aws.ToString(ks[0].ShardId), aws.ToString(ks[1].ShardId)}, nil
+		},
+		Merge: func(ctx context.Context, a, b string) (string, error) {
+			// kinesis-local takes the lower shard as ShardToMerge only (AWS takes either order).
+			if sa, err := shard(ctx, a); err != nil {
+				return "", err
+			} else if sb, err := shard(ctx, b); err != nil {
+				return "", err
+			} else if hashLess(aws.ToString(sb.HashKeyRange.StartingHashKey), aws.ToString(sa.HashKeyRange.StartingHashKey)) {
+				a, b = b, a
+			}
+			if _, err := c.MergeShards(ctx, &kinesis.MergeShardsInput{StreamName: aws.String(stream), ShardToMerge: aws.String(a),
+				AdjacentShardToMerge: aws.String(b)}); err != nil {
+				return "", unknown(err)
+			}
+			if _, err := kinesistest.WaitActive(ctx, c, stream); err != nil {
+				return "", err
+			}
+			ks, err := children(ctx, a, b)
+			if err != nil || len(ks) != 1 {
+				return "", fmt.Errorf("child of %s and %s after the merge: %v, %v", a, b, ks, err)
+			}
+			return aws.ToString(ks[0].ShardId), nil
+		},
+	}
+}
+
+func hashLess(a, b string) bool {
+	x, _ := new(big.Int).SetString(a, 10)
+	y, _ := new(big.Int).SetString(b, 10)
+	return x.Cmp(y) < 0
+}
