@@ -52,7 +52,8 @@
 // first remaining record at TRIM_HORIZON, one GetShardIterator and one GetRecords of Limit 1 per
 // Open with a cursor; WithTrimCheck(false) skips it) and falls back to TRIM_HORIZON: loudly
 // (a slog warning naming the shard, the cursor and the first record still there) and counted in
-// Stats().TrimmedFallbacks, since the records between are lost to the projection.
+// Stats().TrimmedFallbacks, since records between the cursor and the oldest one kept may be lost
+// to the projection (sequence numbers have gaps: whether any was lost cannot be told).
 //
 // # Not supported
 //
@@ -519,7 +520,7 @@ func (r *reader) unknownShard(ctx context.Context, cause error) error {
 func (r *reader) fallBack(why string, args ...any) {
 	s := r.src
 	s.trimmed.Add(1)
-	s.logger().Warn("kinesis: the cursor is older than the stream's retention period: reading the shard from TRIM_HORIZON; the records between were lost to the projection",
+	s.logger().Warn("kinesis: the cursor's record is no longer in the shard (older than the stream's retention period): reading the shard from TRIM_HORIZON; records between the cursor and the oldest one kept are lost to the projection",
 		append([]any{"stream", s.stream, "shard", r.shardID, "cursor", r.start.seq, "why", why}, args...)...)
 	r.start = position{typ: types.ShardIteratorTypeTrimHorizon, label: "TRIM_HORIZON (cursor " + r.start.seq + " trimmed)"}
 }
@@ -761,8 +762,13 @@ func isThrottle(err error) bool {
 	return retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err) == aws.TrueTernary
 }
 
-// isTransient: what the SDK's standard retryer retries (5xx, timeouts, connection errors).
+// isTransient: what the SDK's standard retryer retries (5xx, timeouts, connection errors), and
+// the service's server-side faults (InternalFailureException).
 func isTransient(err error) bool {
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorFault() == smithy.FaultServer {
+		return true
+	}
 	return retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
 }
 

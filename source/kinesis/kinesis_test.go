@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -166,4 +168,86 @@ func hashLess(a, b string) bool {
 	x, _ := new(big.Int).SetString(a, 10)
 	y, _ := new(big.Int).SetString(b, 10)
 	return x.Cmp(y) < 0
+}
+
+// expiringClient answers the GetRecords calls numbered in expire (from 0) with
+// ExpiredIteratorException instead of asking the server: what Kinesis answers a reader whose
+// handler stalled past the iterators' 5 minutes.
+type expiringClient struct {
+	*kinesis.Client
+	expire map[int]bool
+	n      int
+}
+
+func (c *expiringClient) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	n := c.n
+	c.n++
+	if c.expire[n] {
+		return nil, &types.ExpiredIteratorException{Message: aws.String("Iterator expired. The iterator was created at time X while right now it is Y which is further in the future than the tolerated delay of 300000 milliseconds.")}
+	}
+	return c.Client.GetRecords(ctx, in, optFns...)
+}
+
+// TestExpiredIteratorOnServer: on kinesis-local, iterators that expire before the first read,
+// in the middle and twice in a row are renewed after the last record returned: every record
+// once, in order.
+func TestExpiredIteratorOnServer(t *testing.T) {
+	tests := []struct {
+		name   string
+		expire []int
+	}{
+		{"before the first record", []int{0}},
+		{"mid-shard", []int{2}},
+		{"twice in a row", []int{3, 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := kinesistest.Client(t)
+			name, _ := kinesistest.Stream(t, c, 1)
+			const n = 40
+			var entries []types.PutRecordsRequestEntry
+			for i := 0; i < n; i++ {
+				entries = append(entries, types.PutRecordsRequestEntry{PartitionKey: aws.String("k"), Data: fmt.Appendf(nil, "rec-%02d", i)})
+			}
+			if _, err := kinesistest.Put(context.Background(), c, name, entries); err != nil {
+				t.Fatal(err)
+			}
+			ec := &expiringClient{Client: c, expire: map[int]bool{}}
+			for _, e := range tt.expire {
+				ec.expire[e] = true
+			}
+			src, err := kinesissrc.New(ec, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ss, err := src.Shards(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := src.Open(context.Background(), ss[0].ID, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for i := 0; len(got) < n && i < 100; i++ {
+				b, err := r.Read(context.Background(), 7, time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range b.Events {
+					got = append(got, string(e.Data))
+				}
+			}
+			var want []string
+			for i := 0; i < n; i++ {
+				want = append(want, fmt.Sprintf("rec-%02d", i))
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("read %q, want %q", got, want)
+			}
+			if st := src.Stats(); st.ExpiredIterators != int64(len(tt.expire)) {
+				t.Fatalf("ExpiredIterators = %d, want %d", st.ExpiredIterators, len(tt.expire))
+			}
+		})
+	}
 }
