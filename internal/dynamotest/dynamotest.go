@@ -28,9 +28,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -43,62 +41,20 @@ import (
 // EndpointEnv names the environment variable with an already running server's endpoint URL.
 const EndpointEnv = "PROJHOST_DYNAMODB_ENDPOINT"
 
-var (
-	mu         sync.Mutex
-	mainCalled bool
-	endpoint   string // "" = no server
-	skipReason string
-)
+var harness = &localserver.Harness{Name: "dynamotest",
+	Server: localserver.Server{Tool: "dynalite", PidEnv: "DYNALITE_PIDFILE", EndpointEnv: EndpointEnv}}
 
 // Main finds or starts the server, runs the tests, stops a server it started, and exits with
 // the tests' code. It never returns.
 func Main(m *testing.M) { os.Exit(Run(m)) }
 
 // Run is Main without the exit, for a TestMain with more to clean up: it returns the exit code.
-func Run(m *testing.M) int {
-	stop, err := setup()
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			fmt.Fprintf(os.Stderr, "dynamotest: %v (CI=true: failing instead of skipping)\n", err)
-			return 1
-		}
-		skipReason = err.Error()
-	}
-	code := m.Run()
-	if stop != nil {
-		stop()
-	}
-	return code
-}
-
-func setup() (stop func(), err error) {
-	mu.Lock()
-	defer mu.Unlock()
-	mainCalled = true
-	if ep := os.Getenv(EndpointEnv); ep != "" {
-		endpoint = ep
-		return nil, nil
-	}
-	ep, stop, err := localserver.Server{Tool: "dynalite", PidEnv: "DYNALITE_PIDFILE", EndpointEnv: EndpointEnv}.Start()
-	if err != nil {
-		return nil, err
-	}
-	endpoint = ep
-	return stop, nil
-}
+func Run(m *testing.M) int { return harness.Run(m) }
 
 // Endpoint returns the server's endpoint URL, or skips t when there is none.
 func Endpoint(t testing.TB) string {
 	t.Helper()
-	mu.Lock()
-	defer mu.Unlock()
-	if !mainCalled {
-		t.Fatal("dynamotest: call dynamotest.Main(m) from the package's TestMain first")
-	}
-	if endpoint == "" {
-		t.Skipf("dynamotest: no local DynamoDB server: %s", skipReason)
-	}
-	return endpoint
+	return harness.Endpoint(t)
 }
 
 // Client returns a client for the server (region us-east-1, dummy credentials), or skips t.

@@ -1,7 +1,8 @@
 // Package localserver starts the local AWS stand-ins of tools/ (tools/dynalite,
 // tools/kinesis-local) for a test package: the server's start.sh on a free loopback port, its pid
-// file in a temporary directory, and a stop function. internal/dynamotest and
-// internal/kinesistest use it from their Main.
+// file in a temporary directory, and a stop function (Server); Harness picks a running server
+// from the environment or starts one for the package's tests. internal/dynamotest and
+// internal/kinesistest are built on it.
 package localserver
 
 import (
@@ -12,6 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"testing"
 	"time"
 )
 
@@ -103,4 +106,64 @@ func freePort() (string, error) {
 	}
 	defer l.Close()
 	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+// Harness gives a test package one server: the one at $EndpointEnv when set, else one started
+// for the package (Start) by Run and stopped after the tests. Its methods are safe for
+// concurrent use.
+type Harness struct {
+	// Name prefixes messages, e.g. "dynamotest".
+	Name   string
+	Server Server
+
+	mu         sync.Mutex
+	mainCalled bool
+	endpoint   string // "" = no server
+	skipReason string
+}
+
+// Run finds or starts the server, runs the tests, stops a server it started, and returns the
+// tests' exit code. When no server can be had, tests calling Endpoint are skipped — unless
+// CI=true, where Run returns 1 without running them.
+func (h *Harness) Run(m *testing.M) int {
+	stop, err := h.setup()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			fmt.Fprintf(os.Stderr, "%s: %v (CI=true: failing instead of skipping)\n", h.Name, err)
+			return 1
+		}
+		h.skipReason = err.Error()
+	}
+	code := m.Run()
+	if stop != nil {
+		stop()
+	}
+	return code
+}
+
+func (h *Harness) setup() (stop func(), err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mainCalled = true
+	if ep := os.Getenv(h.Server.EndpointEnv); ep != "" {
+		h.endpoint = ep
+		return nil, nil
+	}
+	h.endpoint, stop, err = h.Server.Start()
+	return stop, err
+}
+
+// Endpoint returns the server's endpoint URL, or skips t when there is none. It fails t when
+// Run was not called (the package's TestMain must call it).
+func (h *Harness) Endpoint(t testing.TB) string {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.mainCalled {
+		t.Fatalf("%s: call %s.Main(m) from the package's TestMain first", h.Name, h.Name)
+	}
+	if h.endpoint == "" {
+		t.Skipf("%s: no local %s server: %s", h.Name, h.Server.Tool, h.skipReason)
+	}
+	return h.endpoint
 }

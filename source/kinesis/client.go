@@ -7,16 +7,16 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/projhost/projhost/internal/awsconfig"
 )
 
 // Defaults of NewClient.
 const (
 	// LocalRegion is the region used with an explicit endpoint when none is configured.
-	LocalRegion = "us-east-1"
+	LocalRegion = awsconfig.LocalRegion
 	// DefaultAttemptTimeout bounds one HTTP attempt (GetRecords answers in well under a second;
 	// the SDK retries a timed-out attempt of the calls it retries).
 	DefaultAttemptTimeout = 10 * time.Second
@@ -34,6 +34,7 @@ type clientOptions struct {
 	region   string
 	creds    aws.CredentialsProvider
 	cfg      *aws.Config
+	attempt  time.Duration
 }
 
 // WithEndpoint sets the Kinesis endpoint URL, e.g. "http://127.0.0.1:4568" for kinesis-local
@@ -62,10 +63,22 @@ func WithConfig(cfg aws.Config) ClientOption {
 	return clientOptionFunc(func(o *clientOptions) { o.cfg = &cfg })
 }
 
+// WithAttemptTimeout bounds one HTTP attempt (default DefaultAttemptTimeout; values <= 0 keep
+// the default). It does not apply with WithConfig, whose HTTP client is kept. An attempt that
+// times out is retried by the SDK, and a PutRecords whose first attempt was applied late is then
+// applied twice (Kinesis producers are at-least-once): a slow local server wants a long one.
+func WithAttemptTimeout(d time.Duration) ClientOption {
+	return clientOptionFunc(func(o *clientOptions) {
+		if d > 0 {
+			o.attempt = d
+		}
+	})
+}
+
 // NewClient returns a Kinesis Data Streams client for New.
 //
 // Without WithConfig it loads the AWS default chain (environment, shared config, SSO, IMDS...)
-// and bounds each HTTP attempt by DefaultAttemptTimeout. With an endpoint set (a local server),
+// and bounds each HTTP attempt (WithAttemptTimeout). With an endpoint set (a local server),
 // IMDS is not consulted, the region defaults to LocalRegion, and when no credentials are found
 // static dummy credentials ("local"/"local") are used, since local servers accept any signature.
 //
@@ -73,37 +86,16 @@ func WithConfig(cfg aws.Config) ClientOption {
 // (ListShards, GetShardIterator); GetRecords is retried by the source itself (see Source).
 // Errors: loading the shared configuration failed.
 func NewClient(ctx context.Context, opts ...ClientOption) (*kinesis.Client, error) {
-	var o clientOptions
+	o := clientOptions{attempt: DefaultAttemptTimeout}
 	for _, opt := range opts {
 		opt.applyClient(&o)
 	}
-	var cfg aws.Config
-	if o.cfg != nil {
-		cfg = o.cfg.Copy()
-	} else {
-		var load []func(*awsconfig.LoadOptions) error
-		if o.endpoint != "" {
-			load = append(load, awsconfig.WithEC2IMDSClientEnableState(imds.ClientDisabled))
-		}
-		var err error
-		if cfg, err = awsconfig.LoadDefaultConfig(ctx, load...); err != nil {
-			return nil, fmt.Errorf("kinesis: load AWS configuration: %w", err)
-		}
-		cfg.HTTPClient = awshttp.NewBuildableClient().WithTimeout(DefaultAttemptTimeout)
+	cfg, err := awsconfig.Load(ctx, awsconfig.Options{Endpoint: o.endpoint, Region: o.region, Credentials: o.creds, Base: o.cfg})
+	if err != nil {
+		return nil, fmt.Errorf("kinesis: %w", err)
 	}
-	if o.region != "" {
-		cfg.Region = o.region
-	}
-	if o.creds != nil {
-		cfg.Credentials = o.creds
-	}
-	if o.endpoint != "" {
-		if cfg.Region == "" {
-			cfg.Region = LocalRegion
-		}
-		if o.creds == nil && !hasCredentials(ctx, cfg.Credentials) {
-			cfg.Credentials = credentials.NewStaticCredentialsProvider("local", "local", "")
-		}
+	if o.cfg == nil {
+		cfg.HTTPClient = awshttp.NewBuildableClient().WithTimeout(o.attempt)
 	}
 	endpoint := o.endpoint
 	return kinesis.NewFromConfig(cfg, func(ko *kinesis.Options) {
@@ -111,14 +103,4 @@ func NewClient(ctx context.Context, opts ...ClientOption) (*kinesis.Client, erro
 			ko.BaseEndpoint = aws.String(endpoint)
 		}
 	}), nil
-}
-
-func hasCredentials(ctx context.Context, p aws.CredentialsProvider) bool {
-	if p == nil {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	c, err := p.Retrieve(ctx)
-	return err == nil && c.HasKeys()
 }

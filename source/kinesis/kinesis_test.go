@@ -251,3 +251,104 @@ func TestExpiredIteratorOnServer(t *testing.T) {
 		})
 	}
 }
+
+// TestUpdateShardCount: after UpdateShardCount 2 -> 4 on kinesis-local, Shards lists the closed
+// parents before their children, 4 open shards cover the hash key range, and records put before
+// and after the change are all read, parents to the end (ErrShardEnded) before children.
+func TestUpdateShardCount(t *testing.T) {
+	src, app, c, name := newStream(t, 2, false)
+	ctx := context.Background()
+	keys := make([]string, 30)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%d", i)
+	}
+	put := func(round int) {
+		var recs []sourcetest.Record
+		for _, k := range keys {
+			recs = append(recs, sourcetest.Record{PartitionKey: k, Data: fmt.Appendf(nil, "%s/%d", k, round)})
+		}
+		if err := app(ctx, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(0)
+	if _, err := c.UpdateShardCount(ctx, &kinesis.UpdateShardCountInput{StreamName: aws.String(name), TargetShardCount: aws.Int32(4),
+		ScalingType: types.ScalingTypeUniformScaling}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kinesistest.WaitActive(ctx, c, name); err != nil {
+		t.Fatal(err)
+	}
+	put(1)
+	ss, err := src.Shards(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]source.Shard{}
+	var open []source.Shard
+	for _, s := range ss {
+		for _, p := range s.ParentIDs {
+			if ps, ok := seen[p]; !ok || !ps.Closed {
+				t.Fatalf("shard %s: parent %s not listed before it, or open: %+v", s.ID, p, ss)
+			}
+		}
+		seen[s.ID] = s
+		if !s.Closed {
+			open = append(open, s)
+		}
+	}
+	if len(open) != 4 {
+		t.Fatalf("%d open shards after UpdateShardCount to 4: %+v", len(open), ss)
+	}
+	slices.SortFunc(open, func(a, b source.Shard) int {
+		if hashLess(a.HashKeyStart, b.HashKeyStart) {
+			return -1
+		}
+		return 1
+	})
+	next := big.NewInt(0)
+	for _, s := range open {
+		start, _ := new(big.Int).SetString(s.HashKeyStart, 10)
+		end, _ := new(big.Int).SetString(s.HashKeyEnd, 10)
+		if start.Cmp(next) != 0 {
+			t.Fatalf("open shard %s starts at %s, want %s: %+v", s.ID, start, next, open)
+		}
+		next = end.Add(end, big.NewInt(1))
+	}
+	if next.Cmp(new(big.Int).Lsh(big.NewInt(1), 128)) != 0 {
+		t.Fatalf("open shards end at %s, want 2^128-1", next)
+	}
+	// Read in lineage order: a shard only after its parents ended.
+	perKey := map[string][]string{}
+	for _, s := range ss {
+		r, err := src.Open(ctx, s.ID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; ; i++ {
+			b, err := r.Read(ctx, 100, 200*time.Millisecond)
+			if errors.Is(err, source.ErrShardEnded) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range b.Events {
+				perKey[e.PartitionKey] = append(perKey[e.PartitionKey], string(e.Data))
+			}
+			if !s.Closed && len(b.Events) == 0 && b.MillisBehind == 0 {
+				break
+			}
+			if i > 200 {
+				t.Fatalf("shard %s: no end after %d reads", s.ID, i)
+			}
+		}
+		r.Close()
+	}
+	for _, k := range keys {
+		if want := []string{k + "/0", k + "/1"}; !slices.Equal(perKey[k], want) {
+			t.Fatalf("records of %s in lineage order = %q, want %q", k, perKey[k], want)
+		}
+	}
+	t.Logf("after UpdateShardCount 2 -> 4: %d shards listed, 4 open", len(ss))
+}
