@@ -61,6 +61,9 @@ type fakeKinesis struct {
 	// invalidTrimmed: AFTER_SEQUENCE_NUMBER of a trimmed record is refused with
 	// InvalidArgumentException (else the iterator starts at the first remaining record).
 	invalidTrimmed bool
+	// refuseAfter: every AFTER_SEQUENCE_NUMBER is refused with InvalidArgumentException (a
+	// sequence number of another stream).
+	refuseAfter bool
 	// failGetRecords, when set, is asked before each GetRecords call (n counts from 0); a
 	// non-nil error is returned instead of records.
 	failGetRecords func(n int) error
@@ -147,7 +150,7 @@ func (f *fakeKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShard
 		}
 	case types.ShardIteratorTypeAfterSequenceNumber:
 		seq, _ := strconv.Atoi(aws.ToString(in.StartingSequenceNumber))
-		if seq-1000 < s.trimmed && f.invalidTrimmed {
+		if (seq-1000 < s.trimmed && f.invalidTrimmed) || f.refuseAfter {
 			return nil, &types.InvalidArgumentException{Message: aws.String("sequence number is trimmed")}
 		}
 		i = max(seq-1000+1, s.trimmed)

@@ -53,7 +53,10 @@
 // Open with a cursor; WithTrimCheck(false) skips it) and falls back to TRIM_HORIZON: loudly
 // (a slog warning naming the shard, the cursor and the first record still there) and counted in
 // Stats().TrimmedFallbacks, since records between the cursor and the oldest one kept may be lost
-// to the projection (sequence numbers have gaps: whether any was lost cannot be told).
+// to the projection (sequence numbers have gaps: whether any was lost cannot be told). A cursor
+// Kinesis refuses although the shard's oldest record is at or before it is no sequence number of
+// the shard (a stream deleted and created again under its name): Open fails with
+// ErrCursorRefused instead of replaying the shard.
 //
 // # Not supported
 //
@@ -132,6 +135,10 @@ var (
 	ErrStreamNotFound = errors.New("kinesis: stream not found")
 	// ErrReaderClosed is returned by Read after the reader's Close.
 	ErrReaderClosed = errors.New("kinesis: reader is closed")
+	// ErrCursorRefused is returned by Open when Kinesis refuses to read after a cursor that is
+	// not older than the shard's oldest record: it is no sequence number of this shard (the
+	// stream was deleted and created again under the same name?). Reset the cursor deliberately.
+	ErrCursorRefused = errors.New("kinesis: the stream refuses the cursor although it is not older than the retention period")
 )
 
 // InitialPosition is where a reader of a shard without a cursor starts.
@@ -418,7 +425,8 @@ type position struct {
 // back to TRIM_HORIZON). It calls GetShardIterator (and, for a cursor with the trim check on,
 // GetShardIterator and GetRecords once more at TRIM_HORIZON). Errors: source.ErrUnknownShard
 // (the stream has no such shard, or no longer has it); ErrInvalid for an after that is not a
-// decimal sequence number; the client's errors, wrapped.
+// decimal sequence number; ErrCursorRefused for a cursor Kinesis refuses that the trim check
+// found no older than the shard's oldest record; the client's errors, wrapped.
 func (s *Source) Open(ctx context.Context, shardID, after string) (source.ShardReader, error) {
 	if after != "" && strings.Trim(after, "0123456789") != "" {
 		return nil, fmt.Errorf("kinesis: open %s after %q: not a decimal sequence number: %w", shardID, after, ErrInvalid)
@@ -443,6 +451,9 @@ func (s *Source) Open(ctx context.Context, shardID, after string) (source.ShardR
 		if uerr := r.unknownShard(ctx, err); uerr != nil {
 			return nil, uerr
 		}
+		if r.cursorKept {
+			return nil, fmt.Errorf("kinesis: open %s after %s (the oldest record kept is %s): %w: %v", shardID, after, r.oldest, ErrCursorRefused, err)
+		}
 		r.fallBack("GetShardIterator refused the cursor", "err", err)
 		it, err = r.iterator(ctx, r.start)
 	}
@@ -461,6 +472,10 @@ type reader struct {
 	iter    *string
 	last    string // sequence number of the last record returned ("" = none)
 	ended   bool
+	// cursorKept: the trim check found the shard's oldest record (oldest) at or before the
+	// cursor.
+	cursorKept bool
+	oldest     string
 
 	nextCall  time.Time // earliest time of the next GetRecords (zero: now)
 	failures  int       // throttled or failed GetRecords in a row
@@ -544,6 +559,8 @@ func (r *reader) checkTrimmed(ctx context.Context) error {
 			first := aws.ToString(out.Records[0].SequenceNumber)
 			if source.CompareSeq(first, r.start.seq) > 0 {
 				r.fallBack("the first record still in the shard comes after it", "first", first)
+			} else {
+				r.cursorKept, r.oldest = true, first
 			}
 			return nil
 		}

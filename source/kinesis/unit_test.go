@@ -313,6 +313,15 @@ func TestTrimmedCursor(t *testing.T) {
 		{"cursor is the oldest record", 2, true, true, "1002", seqRange(3, 8), 0},
 		{"no cursor", 4, true, true, "", seqRange(4, 8), 0},
 	}
+	// A cursor of another stream: refused although not older than the oldest record.
+	t.Run("refused, not trimmed", func(t *testing.T) {
+		f, src := newFake(t)
+		f.addShard("shardId-0", 1, 1, 1, 1).trimmed = 1
+		f.refuseAfter = true
+		_, err := src.Open(context.Background(), "shardId-0", "1002")
+		require.ErrorIs(t, err, kinesissrc.ErrCursorRefused)
+		require.Equal(t, int64(0), src.Stats().TrimmedFallbacks)
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f, src := newFake(t, kinesissrc.WithTrimCheck(tt.trimCheck))
