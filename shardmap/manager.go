@@ -958,8 +958,12 @@ func (m *Manager) Owned() []Lease {
 
 // Release frees the shard's lease (Owner "", epoch kept) for another worker. Call it after
 // the final cursor save. Whatever the outcome, this worker no longer holds the lease
-// afterwards. Errors: ErrNotOwned (wrapped) when not held; ErrConflict (wrapped) when
-// another worker had already taken it; store errors (the lease then expires by itself).
+// afterwards. A lease that another worker has taken since, with a newer epoch, counts as
+// released (nil): this worker had stopped using it, and the newer epoch fences it; it is also
+// what a release whose write was applied and whose answer was lost looks like when the next
+// owner took the free lease before the store's retry. Errors: ErrNotOwned (wrapped) when not
+// held; ErrConflict (wrapped) when the lease changed otherwise; store errors (the lease then
+// expires by itself).
 func (m *Manager) Release(ctx context.Context, shardID string) error {
 	return m.finalWrite(ctx, shardID, "release", func(l *Lease) { l.Owner, l.Module = "", "" })
 }
@@ -1011,6 +1015,12 @@ func (m *Manager) finalWrite(ctx context.Context, shardID, what string, change f
 		// Our last renewal had been applied without our learning it: write on top of it.
 		l.Counter = stored.Counter
 		_, err = m.store.Update(ctx, l)
+	}
+	var ce *ConflictError
+	if what == "release" && errors.As(err, &ce) && ce.Stored != nil && ce.Stored.Epoch > held.Epoch {
+		m.cfg.logger.Info("shardmap: lease released; another worker had already taken it", "shard", shardID,
+			"epoch", held.Epoch, "owner_now", ce.Stored.Owner, "epoch_now", ce.Stored.Epoch)
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("shardmap: %s shard %q of projection %q: %w", what, shardID, m.projection, err)

@@ -434,11 +434,13 @@ func TestStealIsNoticed(t *testing.T) {
 		}
 		c.checkConsistent()
 	})
-	t.Run("release by the victim conflicts", func(t *testing.T) {
+	t.Run("release by the victim is a release", func(t *testing.T) {
+		// The thief's newer epoch fences the victim, which stopped using the lease before
+		// releasing it (its final cursor save either preceded the thief's claim, so the thief
+		// resumes from it, or was fenced and no release followed).
 		_, a, b, stolen := setup(t)
-		err := a.m.Release(context.Background(), stolen.ShardID)
-		if !errors.Is(err, shardmap.ErrConflict) {
-			t.Fatalf("release of a stolen lease: %v, want ErrConflict", err)
+		if err := a.m.Release(context.Background(), stolen.ShardID); err != nil {
+			t.Fatalf("release of a stolen lease: %v, want nil", err)
 		}
 		if err := a.m.Release(context.Background(), stolen.ShardID); !errors.Is(err, shardmap.ErrNotOwned) {
 			t.Fatalf("second release: %v, want ErrNotOwned", err)

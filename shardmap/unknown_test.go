@@ -175,3 +175,34 @@ func TestConflictWithAnotherWriterIsLost(t *testing.T) {
 	assert.Equal(t, []string{id}, lost)
 	assert.Equal(t, []string{shardmap.WhyConflict}, a.why)
 }
+
+// TestReleaseAfterTakeOver: a release that meets the lease taken by another worker with a newer
+// epoch (its own write applied and the answer lost, or a steal after the final save) is a
+// release.
+func TestReleaseAfterTakeOver(t *testing.T) {
+	ctx := context.Background()
+	c, a := oneShard(t)
+	id := a.m.Owned()[0].ShardID
+	cur := mustList(t, c)[0]
+	// The release applied, then b took the free lease, then the answer to a was lost.
+	free := cur
+	free.Owner = ""
+	free, err := c.backing.Update(ctx, free)
+	require.NoError(t, err)
+	taken := free
+	taken.Owner, taken.Epoch = "b", free.Epoch+1
+	_, err = c.backing.Update(ctx, taken)
+	require.NoError(t, err)
+	require.NoError(t, a.m.Release(ctx, id))
+	assert.Empty(t, a.m.Owned())
+
+	// A conflict at the same epoch is not a take-over: still an error.
+	c2, a2 := oneShard(t)
+	id2 := a2.m.Owned()[0].ShardID
+	cur2 := mustList(t, c2)[0]
+	changed := cur2
+	changed.Module = "sha256:other"
+	_, err = c2.backing.Update(ctx, changed)
+	require.NoError(t, err)
+	require.ErrorIs(t, a2.m.Release(ctx, id2), shardmap.ErrConflict)
+}

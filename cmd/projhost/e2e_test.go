@@ -79,3 +79,15 @@ func TestMeasureE2E(t *testing.T) {
 	t.Run("embedded", func(t *testing.T) { e2esuite.Measure(t, binPath, e2esuite.Embedded()) })
 	t.Run("dynamodb", func(t *testing.T) { e2esuite.Measure(t, binPath, e2esuite.DynamoDB(dynamotest.Endpoint(t))) })
 }
+
+// TestDynamoAmbiguous runs issue 9's scenario (internal/e2esuite/ambiguous.go): two workers
+// reach DynamoDB through a proxy that applies every 7th or 3rd write and answers 500 or drops
+// the connection; the read model stays exact, cursors monotonic, no worker loses a lease to its
+// own write, and the events/s with and without faults are logged. A few minutes:
+// go test -run TestDynamoAmbiguous -v ./cmd/projhost (tools/dynamodb-local/with.sh for DynamoDB Local).
+func TestDynamoAmbiguous(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the ambiguous-write process scenario takes minutes; without -short it runs")
+	}
+	e2esuite.Ambiguous(t, binPath, e2esuite.DynamoDB(dynamotest.Endpoint(t)), e2esuite.AmbiguousRuns())
+}

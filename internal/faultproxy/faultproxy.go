@@ -85,7 +85,7 @@ type Rule struct {
 	// Every faults the Every-th, 2·Every-th, ... candidate (counting from 1 since SetRule);
 	// values <= 1 fault every candidate.
 	Every int
-	// Limit bounds the number of faults (0: no bound).
+	// Limit bounds the number of faults since SetRule (0: no bound).
 	Limit int
 	// Delay is how long DelayThenApply holds a request (default 1s).
 	Delay time.Duration
@@ -118,7 +118,8 @@ type Proxy struct {
 
 	mu         sync.Mutex
 	rule       Rule
-	candidates int
+	candidates int // since SetRule
+	ruleFaults int // since SetRule
 	faults     []Fault
 	stats      Stats
 	hook       func(Fault)
@@ -158,7 +159,7 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 func (p *Proxy) SetRule(r Rule) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.rule, p.candidates = r, 0
+	p.rule, p.candidates, p.ruleFaults = r, 0, 0
 }
 
 // OnFault calls fn (nil: none) after each faulted request was applied, from the request's
@@ -208,12 +209,13 @@ func (p *Proxy) pick(r Request) (Rule, int) {
 	}
 	p.candidates++
 	every := max(rule.Every, 1)
-	if p.candidates%every != 0 || (rule.Limit > 0 && len(p.faults) >= rule.Limit) {
+	if p.candidates%every != 0 || (rule.Limit > 0 && p.ruleFaults >= rule.Limit) {
 		return Rule{}, -1
 	}
 	// Counted now, so that Limit holds under concurrency; completed by record.
 	p.faults = append(p.faults, Fault{Kind: rule.Kind, Request: r})
 	p.stats.Faults++
+	p.ruleFaults++
 	return rule, len(p.faults) - 1
 }
 

@@ -129,6 +129,14 @@ func TestEveryAndMatch(t *testing.T) {
 	st, _, err := post(c, p, "PutItem", "8")
 	require.NoError(t, err)
 	assert.Equal(t, 200, st)
+
+	// Limit counts the faults since SetRule.
+	p.SetRule(faultproxy.Rule{Kind: faultproxy.ApplyThen500, Limit: 1})
+	for i, want := range []int{500, 200} {
+		st, _, err := post(c, p, "PutItem", fmt.Sprint(9+i))
+		require.NoError(t, err)
+		assert.Equal(t, want, st)
+	}
 }
 
 func TestBadTarget(t *testing.T) {

@@ -31,6 +31,10 @@ const (
 	attrLetterState        = "state"
 	attrLetterReplayedSeq  = "replayed_seq"
 	attrLetterChunkIndex   = "chunk" // only on chunk items
+	// attrLetterToken is the request token of the Put or Transition that wrote the head last
+	// (requestToken): how a write retried after an applied attempt tells its own write. Not
+	// part of the Letter.
+	attrLetterToken = "token"
 )
 
 // optionalAttrs are the head attributes left out when their field is zero; Put removes them from

@@ -2,8 +2,6 @@ package dynamo
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -86,6 +84,9 @@ func validateKey(projection, shardID, seq string) error {
 // earlier (a zero FirstFailure is unknown: the stored one is kept). Errors: an error wrapping
 // deadletter.ErrInvalid (see deadletter.Letter.Validate; also projection or shard id too long
 // for a key), ErrTooLarge, DynamoDB errors after the SDK's retries (Put again to complete it).
+// A head write the SDK retried after an attempt that was applied (its answer lost) is this
+// Put's own: Put succeeds, and the chunks of the data it replaced, if any, stay unreferenced
+// (the package documentation, Dead letters: writes).
 func (s *DeadLetters) Put(ctx context.Context, l deadletter.Letter) error {
 	if err := l.Validate(); err != nil {
 		return fmt.Errorf("store/dynamo: put dead letter: %w", err)
@@ -94,28 +95,36 @@ func (s *DeadLetters) Put(ctx context.Context, l deadletter.Letter) error {
 		return fmt.Errorf("store/dynamo: put dead letter: %w", err)
 	}
 	sk := headSK(l.ShardID, l.Seq)
-	keys := itemSize(letterKey(l.Projection, sk))
+	token := requestToken() // also the chunk generation
+	keys := itemSize(letterKey(l.Projection, sk)) + len(attrLetterToken) + len(token)
 	head := encodeHead(l, chunkRef{})
 	if keys+itemSize(head) > inlineBytes {
 		// The data goes to chunks: the rest must fit the head, with the chunks' reference.
 		rest := l
 		rest.Data = nil
-		size := keys + itemSize(encodeHead(rest, chunkRef{n: 1, gen: strings.Repeat("0", genDigits), len: len(l.Data)}))
+		size := keys + itemSize(encodeHead(rest, chunkRef{n: 1, gen: token, len: len(l.Data)}))
 		if size > inlineBytes {
 			return fmt.Errorf("store/dynamo: put dead letter %s/%s/%s: %w (%d bytes without the data, at most %d)",
 				l.Projection, l.ShardID, l.Seq, ErrTooLarge, size, inlineBytes)
 		}
 		var err error
-		if head, err = s.putChunks(ctx, l, sk); err != nil {
+		if head, err = s.putChunks(ctx, l, sk, token); err != nil {
 			return err
 		}
 	}
+	head[attrLetterToken] = str(token)
 	old, err := s.writeHead(ctx, l.Projection, sk, head)
 	if err != nil {
 		return fmt.Errorf("store/dynamo: put dead letter %s/%s/%s: %w", l.Projection, l.ShardID, l.Seq, err)
 	}
 	if err := s.keepEarliest(ctx, l, sk, old); err != nil {
 		return fmt.Errorf("store/dynamo: put dead letter %s/%s/%s: %w", l.Projection, l.ShardID, l.Seq, err)
+	}
+	if ownToken(old, token) {
+		// The head write was retried after an attempt that was applied: old is this Put's own
+		// head, and what the applied attempt replaced is unknown. Its chunks (if any) stay,
+		// unreferenced (see the package documentation, Dead letters: writes).
+		return nil
 	}
 	// The chunks of the data this Put replaced are no longer referenced.
 	if _, ref, err := decodeHead(l.Projection, old); err == nil && ref.n > 0 {
@@ -126,14 +135,16 @@ func (s *DeadLetters) Put(ctx context.Context, l deadletter.Letter) error {
 	return nil
 }
 
-// putChunks writes l.Data as chunk items of a new generation and returns the head attributes
-// that refer to them.
-func (s *DeadLetters) putChunks(ctx context.Context, l deadletter.Letter, sk string) (map[string]types.AttributeValue, error) {
-	var g [genDigits / 2]byte
-	if _, err := rand.Read(g[:]); err != nil {
-		return nil, fmt.Errorf("store/dynamo: dead letter chunk generation: %w", err)
-	}
-	ref := chunkRef{gen: hex.EncodeToString(g[:]), len: len(l.Data)}
+// ownToken reports whether the head item it was last written by the request with token.
+func ownToken(it map[string]types.AttributeValue, token string) bool {
+	v, ok := it[attrLetterToken].(*types.AttributeValueMemberS)
+	return ok && v.Value == token
+}
+
+// putChunks writes l.Data as chunk items of generation gen (new for every Put) and returns the
+// head attributes that refer to them.
+func (s *DeadLetters) putChunks(ctx context.Context, l deadletter.Letter, sk, gen string) (map[string]types.AttributeValue, error) {
+	ref := chunkRef{gen: gen, len: len(l.Data)}
 	parts := split(l.Data, ChunkBytes)
 	ref.n = len(parts)
 	errs := make([]error, len(parts))
@@ -240,7 +251,7 @@ func (s *DeadLetters) deleteChunks(ctx context.Context, projection, sk string, r
 	return nil
 }
 
-// genDigits is the length of a chunk generation id (hex digits).
+// genDigits is the length of a chunk generation id (hex digits): a Put's requestToken.
 const genDigits = 16
 
 // readAttempts bounds how often Get and List re-read a head whose chunks a concurrent Put
@@ -387,7 +398,8 @@ func (s *DeadLetters) list(ctx context.Context, projection string, f deadletter.
 // Transition sets the letter's state to to if it is in one of from (and replayed_seq to
 // replayedSeq when to is deadletter.StateReplayed): one conditional UpdateItem. Errors:
 // deadletter.ErrNotFound, deadletter.ErrState, deadletter.ErrInvalid (see
-// deadletter.ValidateTransition), DynamoDB errors.
+// deadletter.ValidateTransition), DynamoDB errors. A Transition the SDK retried after an
+// attempt that was applied (its answer lost) succeeds: the head carries its request token.
 func (s *DeadLetters) Transition(ctx context.Context, projection, shardID, seq string, from []deadletter.State, to deadletter.State, replayedSeq string) error {
 	if err := deadletter.ValidateTransition(projection, shardID, seq, from, to, replayedSeq); err != nil {
 		return fmt.Errorf("store/dynamo: transition dead letter: %w", err)
@@ -395,9 +407,10 @@ func (s *DeadLetters) Transition(ctx context.Context, projection, shardID, seq s
 	if err := validateKey(projection, shardID, seq); err != nil {
 		return fmt.Errorf("store/dynamo: transition dead letter: %w", err)
 	}
-	names := map[string]string{"#st": attrLetterState}
-	values := map[string]types.AttributeValue{":to": str(string(to))}
-	update := "SET #st = :to"
+	token := requestToken()
+	names := map[string]string{"#st": attrLetterState, "#tok": attrLetterToken}
+	values := map[string]types.AttributeValue{":to": str(string(to)), ":tok": str(token)}
+	update := "SET #st = :to, #tok = :tok"
 	if to == deadletter.StateReplayed {
 		names["#rs"], values[":rs"] = attrLetterReplayedSeq, str(replayedSeq)
 		update += ", #rs = :rs"
@@ -422,16 +435,22 @@ func (s *DeadLetters) Transition(ctx context.Context, projection, shardID, seq s
 	if !dynamotables.IsConditionalCheckFailed(err) {
 		return fmt.Errorf("store/dynamo: transition dead letter %s/%s/%s to %s: %w", projection, shardID, seq, to, err)
 	}
+	// Tell ErrNotFound from ErrState, and both from this Transition's own write: an attempt that
+	// was applied but whose answer was lost, retried by the SDK (the state alone cannot tell
+	// whose transition it was; the token can).
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      letterKey(projection, sk),
 		ConsistentRead:           aws.Bool(true),
-		ProjectionExpression:     aws.String("#st"),
-		ExpressionAttributeNames: map[string]string{"#st": attrLetterState},
+		ProjectionExpression:     aws.String("#st, #tok"),
+		ExpressionAttributeNames: map[string]string{"#st": attrLetterState, "#tok": attrLetterToken},
 	})
 	if err != nil {
 		return fmt.Errorf("store/dynamo: transition dead letter %s/%s/%s to %s: condition failed and reading the state failed: %w",
 			projection, shardID, seq, to, err)
+	}
+	if ownToken(out.Item, token) {
+		return nil
 	}
 	st, ok := out.Item[attrLetterState].(*types.AttributeValueMemberS)
 	if !ok {

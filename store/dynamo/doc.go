@@ -12,6 +12,19 @@
 // (for Open's own client: the SDK's standard retryer with 10 attempts), wrapped with what was
 // being done.
 //
+// # Writes of unknown outcome
+//
+// A write can be applied while its answer is lost (a 500 after the write, a timeout, a
+// connection reset after the request was sent); the SDK then sends it again, and a conditional
+// write's retry may fail its own condition because the first attempt moved the item. Every
+// conditional write here is either idempotent as retried (its condition still holds once it
+// was applied), or, when the condition fails, reads the item and treats the write as done when
+// the item holds what this write meant to write, as the Kinesis Client Library does for its
+// lease writes (awslabs/amazon-kinesis-client PR #247, release 1.8.8; its issue #325); only
+// otherwise is the conflict reported. Where the item alone cannot tell whose write it holds, a
+// request token is written into it (leases and dead letters: token). The rule of each write is given with
+// its store below.
+//
 // # Leases
 //
 // LeaseStore (DESIGN §4) keeps one item per (projection, shard) in the leases table:
@@ -46,6 +59,11 @@
 // attributes, conditional on them existing (so it never creates an item). Claim and Save do not
 // name the stopped attributes, so they keep them.
 //
+// Writes of unknown outcome: every cursor write is idempotent as retried. Claim's epoch <= new
+// and Save's epoch = mine AND seqp <= new hold again after their own write; Stop's epoch = mine
+// too (its stopped_ms is taken once per call, so a retry writes the same item); Resume treats a
+// failed condition (not stopped) as done.
+//
 // # Read models
 //
 // ReadModel (DESIGN §3) gives an exactly-once effect for per-key aggregates without
@@ -77,12 +95,24 @@
 //  3. One UpdateItem per distinct key (the last mutation of a key wins), up to MaxInFlight
 //     (WithMaxInFlight) at a time: SET doc (put) or REMOVE doc (delete, leaving a tombstone),
 //     SET seq:S and epoch:S, conditional on seq:S absent or < w.Seq and epoch:S absent or <=
-//     w.Epoch. A failed condition is read back: a newer epoch there is ErrFenced (a zombie that
-//     passed step 1 before the new owner raised the fence), otherwise the key already holds this
-//     shard's effects up to w.Seq or later and is skipped.
+//     w.Epoch. The item a condition failed on is examined — as returned with the failure
+//     (ReturnValuesOnConditionCheckFailure ALL_OLD: DynamoDB and DynamoDB Local return it), or
+//     read back (dynalite returns none): a newer epoch there is ErrFenced (a zombie that passed
+//     step 1 before the new owner raised the fence), a marker at w.Seq or later means the key
+//     already holds this shard's effects and is skipped, anything else is an error (apply
+//     again).
 //
 // So a replayed Apply changes nothing it already changed, a partially applied Apply completes on
 // replay, and a zombie cannot overwrite a newer owner's work.
+//
+// Writes of unknown outcome: the fence raise (epoch <= mine AND hi <= mine), the epoch raise
+// of ClaimWrites and replays (epoch <= mine) and the registry ADD (unconditional, a set) are
+// idempotent as retried. An item write's retry fails its marker condition once its first
+// attempt was applied; the read-back of step 3 then finds this write's marker: done only when
+// the item's marker covers this write (seq:S >= w.Seq padded; for a replay, r:S:P present) and
+// its epoch:S is not newer (newer: ErrFenced). A failed condition with neither is an error
+// (nothing to skip: Apply again). The document is not compared: the markers say which batch or
+// replay of which epoch the item holds, and the first write of a batch is the one kept.
 //
 // # Read models: dead-letter replays
 //
@@ -115,7 +145,8 @@
 //	       shard S, seq S (as given), state S, attempts N, arrival_ms N, and when not empty:
 //	       partition_key S, error_kind S, error S, first_failure_ms N, last_failure_ms N
 //	       (ms since the Unix epoch), replayed_seq S; the data either inline (data B) or in
-//	       chunks (chunks N, chunk_gen S, data_len N)
+//	       chunks (chunks N, chunk_gen S, data_len N); token S (16 hex digits: the request token
+//	       of the Put or Transition that wrote the head last; not part of the Letter)
 //	chunk  sk = head sk + "#chunk#" + chunk_gen + "#" + 4-digit index
 //	       chunk N (the index), data B (at most ChunkBytes)
 //
@@ -143,4 +174,17 @@
 // Transition: one UpdateItem conditional on the state (state IN from); when the condition
 // fails, a GetItem tells deadletter.ErrNotFound from deadletter.ErrState (dynalite returns no
 // item with ReturnValuesOnConditionCheckFailure).
+//
+// Writes of unknown outcome: the chunk PutItems, the head write (unconditional) and the chunk
+// DeleteItems are idempotent as retried; the lowering of first_failure_ms is conditional on
+// the stored one being later, so its retry fails and is taken as done, as for a concurrent Put.
+// Each Put writes a new token into token (the same random value names its chunk generation), and
+// each Transition its own. When the head write was retried after an applied attempt, the item
+// it returns as replaced is this Put's own head (its token is this Put's): Put then deletes no
+// chunks, since the generation its first attempt replaced is unknown; those chunks stay
+// unreferenced (garbage, never read, as after a crash between chunk and head writes). The
+// first failure is still the earliest: the retry's "old" item holds if_not_exists's result,
+// the stored first failure when there was one. A Transition whose condition failed is done
+// when the item read back carries its token (its own applied attempt); otherwise ErrState or
+// ErrNotFound as before.
 package dynamo

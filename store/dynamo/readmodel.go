@@ -264,7 +264,9 @@ type pending struct {
 // document rule (nothing is written then); a *readmodel.RejectedError (wrapping
 // readmodel.ErrRejected) naming the document of an item DynamoDB refused as invalid (a
 // ValidationException: retrying cannot help; other items may be written); DynamoDB errors after
-// the SDK's retries (some items may be written: replaying w completes it).
+// the SDK's retries (some items may be written: replaying w completes it). A write the SDK
+// retried after an attempt that was applied (its answer lost) counts as done (the package
+// documentation, Read models: Apply).
 func (s *ReadModel) Apply(ctx context.Context, w readmodel.Write) error {
 	if w.Replay != "" && !event.ValidSeq(w.Replay) {
 		return fmt.Errorf("store/dynamo: apply %q/%q at %s: replay of %q: %w",
@@ -450,16 +452,27 @@ type marker struct {
 	name  string
 	value types.AttributeValue
 	cond  string
+	// covers reports whether a stored marker value (nil: absent) says the item already holds
+	// this write's effect.
+	covers func(stored types.AttributeValue) bool
 }
 
-// seqMarker: the shard's sequence-number marker, raised by every write of the shard.
+// seqMarker: the shard's sequence-number marker, raised by every write of the shard. A stored
+// marker at or past this write's covers it.
 func seqMarker(w readmodel.Write) marker {
-	return marker{name: SeqAttrPrefix + w.ShardID, value: str(source.PadSeq(w.Seq)), cond: "(attribute_not_exists(#m) OR #m < :m)"}
+	padded := source.PadSeq(w.Seq)
+	return marker{name: SeqAttrPrefix + w.ShardID, value: str(padded), cond: "(attribute_not_exists(#m) OR #m < :m)",
+		covers: func(v types.AttributeValue) bool {
+			s, ok := v.(*types.AttributeValueMemberS)
+			return ok && s.Value >= padded
+		}}
 }
 
-// replayMarker: the marker of one dead-letter replay, set once (to the replaying epoch).
+// replayMarker: the marker of one dead-letter replay, set once (to the replaying epoch). Any
+// stored value covers it: the replay's effect is on the item.
 func replayMarker(w readmodel.Write) marker {
-	return marker{name: ReplayAttr(w.ShardID, w.Replay), value: num(w.Epoch), cond: "attribute_not_exists(#m)"}
+	return marker{name: ReplayAttr(w.ShardID, w.Replay), value: num(w.Epoch), cond: "attribute_not_exists(#m)",
+		covers: func(v types.AttributeValue) bool { return v != nil }}
 }
 
 // ReplayAttr returns the name of the item attribute that marks an item as written by the replay
@@ -467,6 +480,27 @@ func replayMarker(w readmodel.Write) marker {
 // source.SeqWidth digits. Its value is the replaying writer's epoch (N).
 func ReplayAttr(shardID, seq string) string {
 	return ReplayAttrPrefix + shardID + ":" + source.PadSeq(seq)
+}
+
+// failedOn returns the item (at key k) whose condition failed with ccf: the one in the error
+// when the server returned it (ReturnValuesOnConditionCheckFailure), else its epoch attribute
+// epochAttr and marker m read back (strongly consistent).
+func (s *ReadModel) failedOn(ctx context.Context, ccf error, k map[string]types.AttributeValue, epochAttr string, m marker) (map[string]types.AttributeValue, error) {
+	var e *types.ConditionalCheckFailedException
+	if errors.As(ccf, &e) && e.Item != nil {
+		return e.Item, nil
+	}
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      k,
+		ConsistentRead:           aws.Bool(true),
+		ProjectionExpression:     aws.String("#e, #m"),
+		ExpressionAttributeNames: map[string]string{"#e": epochAttr, "#m": m.name},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.Item, nil
 }
 
 func (s *ReadModel) writeItem(ctx context.Context, w readmodel.Write, m marker, p *pending) error {
@@ -485,6 +519,9 @@ func (s *ReadModel) writeItem(ctx context.Context, w readmodel.Write, m marker, 
 		ConditionExpression:       aws.String(m.cond + " AND (attribute_not_exists(#e) OR #e <= :e)"),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
+		// DynamoDB and DynamoDB Local return the item a condition failed on (saving the
+		// read-back below); dynalite returns none.
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
 		return nil
@@ -496,21 +533,23 @@ func (s *ReadModel) writeItem(ctx context.Context, w readmodel.Write, m marker, 
 		}
 		return err
 	}
-	// Skip (already applied) unless a newer epoch of this shard wrote the item: the epoch
-	// attribute only grows, so what we read now decides.
-	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      k,
-		ConsistentRead:           aws.Bool(true),
-		ProjectionExpression:     aws.String("#e"),
-		ExpressionAttributeNames: map[string]string{"#e": EpochAttrPref + w.ShardID},
-	})
+	// The condition failed: a newer epoch of this shard wrote the item (fenced), or the item
+	// already holds this write's effect (an earlier Apply of the batch, or this request's own
+	// attempt, applied but its answer lost, which the SDK retried). Read it back to tell which:
+	// the epoch and the markers only grow, so what is read now decides. The document is not
+	// compared: the markers say which batch (or replay) of which epoch the item holds, and the
+	// first write of a batch is the one kept (a replayed batch changes nothing).
+	item, err := s.failedOn(ctx, err, k, EpochAttrPref+w.ShardID, m)
 	if err != nil {
 		return fmt.Errorf("store/dynamo: read back document %s/%s of %q after a failed condition: %w", p.collection, p.key, w.Projection, err)
 	}
-	if e, _, err := intAttr(out.Item, EpochAttrPref+w.ShardID); err == nil && e > w.Epoch {
+	if e, _, err := intAttr(item, EpochAttrPref+w.ShardID); err == nil && e > w.Epoch {
 		return fmt.Errorf("%w: %s/%s of %q was written by epoch %d of %q, write by epoch %d refused",
 			readmodel.ErrFenced, p.collection, p.key, w.Projection, e, w.ShardID, w.Epoch)
+	}
+	if !m.covers(item[m.name]) {
+		return fmt.Errorf("store/dynamo: write document %s/%s of %q/%q at %s: the condition failed, but the item holds neither a newer epoch nor this write's marker %s (changed by another client?); apply again",
+			p.collection, p.key, w.Projection, w.ShardID, w.Seq, m.name)
 	}
 	return nil
 }
