@@ -2,7 +2,6 @@ package container_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,42 +9,11 @@ import (
 
 	"github.com/projhost/projhost/container"
 	"github.com/projhost/projhost/internal/flightcheck"
+	"github.com/projhost/projhost/internal/reshardcheck"
 	"github.com/projhost/projhost/projection"
 	"github.com/projhost/projhost/source/memsource"
 	"github.com/projhost/projhost/store/sqlite"
 )
-
-// order records, in the order they happened, the first batch of each shard and each lease
-// finish, across workers.
-type order struct {
-	mu       sync.Mutex
-	seq      int
-	first    map[string]int // shard -> position of its first handled batch
-	finished map[string]int // shard -> position of its lease finish
-}
-
-func (o *order) hooks() projection.Hooks {
-	o.first, o.finished = map[string]int{}, map[string]int{}
-	return projection.Hooks{
-		Batch: func(i projection.BatchInfo) {
-			o.mu.Lock()
-			defer o.mu.Unlock()
-			o.seq++
-			if _, ok := o.first[i.ShardID]; !ok {
-				o.first[i.ShardID] = o.seq
-			}
-		},
-		Lease: func(i projection.LeaseInfo) {
-			if i.Event != projection.LeaseFinished {
-				return
-			}
-			o.mu.Lock()
-			defer o.mu.Unlock()
-			o.seq++
-			o.finished[i.ShardID] = o.seq
-		},
-	}
-}
 
 // A live shard set: two workers run while the in-memory stream is split and merged under them.
 // New shards get leases without a restart, every closed parent is finished by its owner, no
@@ -58,8 +26,8 @@ func TestLiveShardSetResharding(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	mod := load(t, "flightdelays-as")
-	var ord order
-	hooks := ord.hooks()
+	ord := reshardcheck.New()
+	hooks := ord.Hooks()
 	appendFlights := func(part []flightcheck.Flight) {
 		recs := make([]memsource.Record, len(part))
 		for i, f := range part {
@@ -112,18 +80,7 @@ func TestLiveShardSetResharding(t *testing.T) {
 	shards, err := src.Shards(context.Background())
 	require.NoError(t, err)
 	require.Len(t, shards, 7)
-	ord.mu.Lock()
-	defer ord.mu.Unlock()
-	for _, sh := range shards {
-		if sh.Closed {
-			require.Contains(t, ord.finished, sh.ID, "closed shard %s finished", sh.ID)
-		}
-		first, ok := ord.first[sh.ID]
-		require.True(t, ok, "shard %s handled", sh.ID)
-		for _, p := range sh.ParentIDs {
-			require.Less(t, ord.finished[p], first, "shard %s started before its parent %s finished", sh.ID, p)
-		}
-	}
+	ord.Check(t, shards, true)
 	leases, err := st.Leases.List(context.Background(), "flights")
 	require.NoError(t, err)
 	require.Len(t, leases, 7)

@@ -11,13 +11,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
+
+	"github.com/projhost/projhost/internal/awsconfig"
 )
 
 // ItemAPI is the part of the DynamoDB client the stores use; *dynamodb.Client implements it.
@@ -62,7 +62,7 @@ const (
 	// DefaultMaxBackoff caps the exponential backoff between attempts.
 	DefaultMaxBackoff = 5 * time.Second
 	// LocalRegion is the region used with an explicit endpoint when none is configured.
-	LocalRegion = "us-east-1"
+	LocalRegion = awsconfig.LocalRegion
 	// DefaultAttemptTimeout bounds one HTTP attempt of a client made by NewClient without
 	// WithConfig (DynamoDB answers in milliseconds; the SDK retries a timed-out attempt).
 	DefaultAttemptTimeout = 10 * time.Second
@@ -146,32 +146,9 @@ func NewClient(ctx context.Context, opts ...ClientOption) (*dynamodb.Client, err
 	if o.maxAttempts < 1 {
 		o.maxAttempts = DefaultMaxAttempts
 	}
-	var cfg aws.Config
-	if o.cfg != nil {
-		cfg = o.cfg.Copy()
-	} else {
-		var load []func(*config.LoadOptions) error
-		if o.endpoint != "" {
-			load = append(load, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
-		}
-		var err error
-		if cfg, err = config.LoadDefaultConfig(ctx, load...); err != nil {
-			return nil, fmt.Errorf("dynamotables: load AWS configuration: %w", err)
-		}
-	}
-	if o.region != "" {
-		cfg.Region = o.region
-	}
-	if o.creds != nil {
-		cfg.Credentials = o.creds
-	}
-	if o.endpoint != "" {
-		if cfg.Region == "" {
-			cfg.Region = LocalRegion
-		}
-		if !hasCredentials(ctx, cfg.Credentials) {
-			cfg.Credentials = credentials.NewStaticCredentialsProvider("local", "local", "")
-		}
+	cfg, err := awsconfig.Load(ctx, awsconfig.Options{Endpoint: o.endpoint, Region: o.region, Credentials: o.creds, Base: o.cfg})
+	if err != nil {
+		return nil, fmt.Errorf("dynamotables: %w", err)
 	}
 	maxAttempts, maxBackoff := o.maxAttempts, o.maxBackoff
 	cfg.Retryer = func() aws.Retryer {
@@ -213,14 +190,4 @@ func sdkLogger(l *slog.Logger) logging.Logger {
 		}
 		lg.Log(context.Background(), lvl, fmt.Sprintf(format, v...), "source", "aws-sdk")
 	})
-}
-
-func hasCredentials(ctx context.Context, p aws.CredentialsProvider) bool {
-	if p == nil {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	c, err := p.Retrieve(ctx)
-	return err == nil && c.HasKeys()
 }

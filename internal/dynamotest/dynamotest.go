@@ -28,140 +28,33 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/projhost/projhost/internal/dynamotables"
+	"github.com/projhost/projhost/internal/localserver"
 )
 
 // EndpointEnv names the environment variable with an already running server's endpoint URL.
 const EndpointEnv = "PROJHOST_DYNAMODB_ENDPOINT"
 
-var (
-	mu         sync.Mutex
-	mainCalled bool
-	endpoint   string // "" = no server
-	skipReason string
-)
+var harness = &localserver.Harness{Name: "dynamotest",
+	Server: localserver.Server{Tool: "dynalite", PidEnv: "DYNALITE_PIDFILE", EndpointEnv: EndpointEnv}}
 
 // Main finds or starts the server, runs the tests, stops a server it started, and exits with
 // the tests' code. It never returns.
 func Main(m *testing.M) { os.Exit(Run(m)) }
 
 // Run is Main without the exit, for a TestMain with more to clean up: it returns the exit code.
-func Run(m *testing.M) int {
-	stop, err := setup()
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			fmt.Fprintf(os.Stderr, "dynamotest: %v (CI=true: failing instead of skipping)\n", err)
-			return 1
-		}
-		skipReason = err.Error()
-	}
-	code := m.Run()
-	if stop != nil {
-		stop()
-	}
-	return code
-}
-
-func setup() (stop func(), err error) {
-	mu.Lock()
-	defer mu.Unlock()
-	mainCalled = true
-	if ep := os.Getenv(EndpointEnv); ep != "" {
-		endpoint = ep
-		return nil, nil
-	}
-	root, err := repoRoot()
-	if err != nil {
-		return nil, err
-	}
-	tools := filepath.Join(root, "tools", "dynalite")
-	tmp, err := os.MkdirTemp("", "dynamotest-")
-	if err != nil {
-		return nil, fmt.Errorf("temp dir for the dynalite pid file: %w", err)
-	}
-	pidfile := filepath.Join(tmp, "dynalite.pid")
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ { // the free port may be taken before dynalite binds it
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // includes npm ci
-		cmd := exec.CommandContext(ctx, filepath.Join(tools, "start.sh"), port)
-		cmd.Env = append(os.Environ(), "DYNALITE_PIDFILE="+pidfile)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		cancel()
-		if err != nil {
-			lastErr = fmt.Errorf("start %s/start.sh %s: %w: %s (set %s to use a running server)",
-				tools, port, err, strings.TrimSpace(stderr.String()), EndpointEnv)
-			continue
-		}
-		endpoint = strings.TrimSpace(string(out))
-		return func() {
-			c := exec.Command(filepath.Join(tools, "stop.sh"), port)
-			c.Env = append(os.Environ(), "DYNALITE_PIDFILE="+pidfile)
-			if out, err := c.CombinedOutput(); err != nil {
-				fmt.Fprintf(os.Stderr, "dynamotest: stop dynalite: %v: %s\n", err, out)
-			}
-			os.RemoveAll(tmp)
-		}, nil
-	}
-	os.RemoveAll(tmp)
-	return nil, lastErr
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "tools", "dynalite", "start.sh")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("tools/dynalite/start.sh not found above the working directory (set %s)", EndpointEnv)
-		}
-		dir = parent
-	}
-}
-
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port), nil
-}
+func Run(m *testing.M) int { return harness.Run(m) }
 
 // Endpoint returns the server's endpoint URL, or skips t when there is none.
 func Endpoint(t testing.TB) string {
 	t.Helper()
-	mu.Lock()
-	defer mu.Unlock()
-	if !mainCalled {
-		t.Fatal("dynamotest: call dynamotest.Main(m) from the package's TestMain first")
-	}
-	if endpoint == "" {
-		t.Skipf("dynamotest: no local DynamoDB server: %s", skipReason)
-	}
-	return endpoint
+	return harness.Endpoint(t)
 }
 
 // Client returns a client for the server (region us-east-1, dummy credentials), or skips t.
