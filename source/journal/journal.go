@@ -26,7 +26,9 @@
 //
 // # Tables
 //
-//	meta(key TEXT PRIMARY KEY, value TEXT)  -- "shards": the shard count Create made;
+//	meta(key TEXT PRIMARY KEY, value TEXT)  -- "shards": the shard count Create made (moved to
+//	    "created_shards" by the first split or merge, and "shards" set to a text that a
+//	    projhost without resharding refuses to open, so that it cannot append to closed shards);
 //	    "version": the schema version (2); "generation": the number of splits and merges
 //	heads(shard INTEGER PRIMARY KEY, seq INTEGER) -- last sequence number of each shard (its
 //	    shards.base when empty)
@@ -300,8 +302,7 @@ CREATE TABLE IF NOT EXISTS events (
 func (j *Journal) init(create int) error {
 	ctx := context.Background()
 	if create == 0 {
-		var v string
-		err := j.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'shards'`).Scan(&v)
+		v, err := readCount(ctx, j.db)
 		switch {
 		case sqlitefile.IsError(err): // no such table
 			return fmt.Errorf("not a journal (no shard count): %w", err)
@@ -327,8 +328,7 @@ func (j *Journal) init(create int) error {
 	if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return err
 	}
-	var v string
-	err = tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'shards'`).Scan(&v)
+	v, err := readCount(ctx, tx)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('shards', ?)`, strconv.Itoa(create)); err != nil {
@@ -352,6 +352,17 @@ func (j *Journal) init(create int) error {
 	}
 	j.shards = create
 	return tx.Commit()
+}
+
+// readCount reads the shard count Create made: meta "created_shards" once the journal was
+// resharded (reshard moves it there), else "shards".
+func readCount(ctx context.Context, q querier) (string, error) {
+	var v string
+	err := q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'created_shards'`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'shards'`).Scan(&v)
+	}
+	return v, err
 }
 
 // Path returns the journal file's path.

@@ -20,6 +20,10 @@ import (
 // meta "shards" evenly split ones.
 const schemaVersion = 2
 
+// reshardedCount is meta "shards" of a resharded journal: what a projhost from before
+// resharding reports as a corrupt shard count when it opens the journal.
+const reshardedCount = "resharded: open this journal with a projhost that has journal split and merge"
+
 // hashKey is a 128-bit hash key as two big-endian halves.
 type hashKey struct{ hi, lo uint64 }
 
@@ -459,6 +463,15 @@ func (j *Journal) reshard(ctx context.Context, op string, change func(*sql.Tx, *
 			return err
 		}
 		if err := change(tx, lay); err != nil {
+			return err
+		}
+		// A projhost without resharding reads "shards" as its shard count: make it refuse the
+		// journal rather than append to closed shards.
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO meta (key, value)
+			SELECT 'created_shards', value FROM meta WHERE key = 'shards'`); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'shards'`, reshardedCount); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('generation', ?)

@@ -404,3 +404,38 @@ func totalEvents(t *testing.T, j *Journal) int64 {
 	}
 	return n
 }
+
+// TestReshardedCount: the first change moves the created shard count to "created_shards" and
+// leaves in "shards" a value a projhost without resharding refuses (it reads the count with
+// strconv.Atoi); Create still checks the created count.
+func TestReshardedCount(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	j := create(t, dir, 2)
+	if _, err := j.Split(ctx, ShardID(1), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Split(ctx, ShardID(2), ""); err != nil {
+		t.Fatal(err)
+	}
+	var shards, created string
+	if err := j.db.QueryRow(`SELECT (SELECT value FROM meta WHERE key = 'shards'), (SELECT value FROM meta WHERE key = 'created_shards')`).Scan(&shards, &created); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := strconv.Atoi(shards); err == nil || created != "2" {
+		t.Fatalf(`meta shards = %q, created_shards = %q; want a non-number and "2"`, shards, created)
+	}
+	if _, err := Create(dir, 3); !errors.Is(err, ErrShardCount) {
+		t.Fatalf("Create with another count: err = %v, want ErrShardCount", err)
+	}
+	for _, open := range []func(string, ...Option) (*Journal, error){Open, OpenReadOnly} {
+		o, err := open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := o.Shards(ctx); err != nil || len(n) != 6 || o.ShardCount() != 2 {
+			t.Fatalf("reopened: %d shards listed (%v), ShardCount %d; want 6 and 2", len(n), err, o.ShardCount())
+		}
+		o.Close()
+	}
+}
