@@ -93,13 +93,7 @@ start it. One transaction. Prints the child: ID, parents, hash key range.`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				for _, r := range rows {
-					if err := enc.Encode(r); err != nil {
-						return err
-					}
-				}
-				return nil
+				return writeJSONLines(cmd.OutOrStdout(), rows)
 			}
 			return printLineage(cmd.OutOrStdout(), rows)
 		},
@@ -194,5 +188,16 @@ func printLineage(w io.Writer, rows []lineageRow) error {
 		return err
 	}
 	fmt.Fprintf(w, "%d shards, %d open\n", len(rows), open)
+	return nil
+}
+
+// writeJSONLines writes each row as one line of JSON.
+func writeJSONLines[T any](w io.Writer, rows []T) error {
+	enc := json.NewEncoder(w)
+	for _, r := range rows {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
 	return nil
 }

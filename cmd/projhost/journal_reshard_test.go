@@ -128,11 +128,18 @@ func TestJournalReshardErrors(t *testing.T) {
 		{[]string{"journal", "split", "--data", t.TempDir(), "--shard", "shardId-000000000000"}, "no journal in"},
 	}
 	for _, c := range cases {
-		r := cli(t, nil, binPath, c.args...)
-		require.Error(t, r.err, c.args)
-		require.Equal(t, "projhost: ", r.stderr[:min(len(r.stderr), 10)], c.args)
-		require.Contains(t, r.stderr, c.want, c.args)
-		require.NotContains(t, r.stderr, "goroutine", c.args)
+		requireRefused(t, c.args, c.want)
 	}
 	require.Len(t, lineage(t, dir), 5, "the refused changes added no shard")
+}
+
+// requireRefused runs projhost with args and requires a failure whose message, one line of the
+// CLI's form (no Go stack trace), contains want.
+func requireRefused(t *testing.T, args []string, want string) {
+	t.Helper()
+	r := cli(t, nil, binPath, args...)
+	require.Error(t, r.err, args)
+	require.Equal(t, "projhost: ", r.stderr[:min(len(r.stderr), 10)], args)
+	require.Contains(t, r.stderr, want, args)
+	require.NotContains(t, r.stderr, "goroutine", args)
 }
