@@ -318,40 +318,33 @@ func (j *Journal) init(create int) error {
 		j.shards = n
 		return nil
 	}
-	j.wmu.Lock()
-	defer j.wmu.Unlock()
-	tx, err := j.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, schema); err != nil {
-		return err
-	}
-	v, err := readCount(ctx, tx)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('shards', ?)`, strconv.Itoa(create)); err != nil {
+	return j.writeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, schema); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('version', ?)`, strconv.Itoa(schemaVersion)); err != nil {
-			return err
-		}
-		for i := 0; i < create; i++ {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO heads (shard, seq) VALUES (?, 0)`, i); err != nil {
+		v, err := readCount(ctx, tx)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('shards', ?), ('version', ?)`,
+				strconv.Itoa(create), strconv.Itoa(schemaVersion)); err != nil {
 				return err
 			}
-		}
-		if err := insertEvenShards(ctx, tx, create); err != nil {
+			for i := 0; i < create; i++ {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO heads (shard, seq) VALUES (?, 0)`, i); err != nil {
+					return err
+				}
+			}
+			if err := insertEvenShards(ctx, tx, create); err != nil {
+				return err
+			}
+		case err != nil:
 			return err
+		case v != strconv.Itoa(create):
+			return fmt.Errorf("it has %s shards, not %d: %w", v, create, ErrShardCount)
 		}
-	case err != nil:
-		return err
-	case v != strconv.Itoa(create):
-		return fmt.Errorf("it has %s shards, not %d: %w", v, create, ErrShardCount)
-	}
-	j.shards = create
-	return tx.Commit()
+		j.shards = create
+		return nil
+	})
 }
 
 // readCount reads the shard count Create made: meta "created_shards" once the journal was

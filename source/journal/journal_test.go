@@ -48,13 +48,19 @@ func TestConformanceSecondHandle(t *testing.T) {
 	sourcetest.Run(t, func(t *testing.T, shards int) (source.Source, sourcetest.Appender) {
 		dir := t.TempDir()
 		w := create(t, dir, shards)
-		r, err := Open(dir, WithPollInterval(5*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
-		return r, appender(w)
+		return openSecond(t, dir), appender(w)
 	})
+}
+
+// openSecond opens a second handle on dir's journal, polling every 5 ms, closed when t ends.
+func openSecond(t *testing.T, dir string) *Journal {
+	t.Helper()
+	r, err := Open(dir, WithPollInterval(5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
 }
 
 func TestShardFor(t *testing.T) {

@@ -152,7 +152,13 @@ func TestMultiProcessAppend(t *testing.T) {
 	if total != procs*count {
 		t.Fatalf("live readers saw %d events, want %d", total, procs*count)
 	}
-	perKey := readShards(t, j)
+	checkAppended(t, readShards(t, j), procs, count)
+}
+
+// checkAppended checks that perKey (key -> data in read order) holds what procs "append"
+// children of count events each appended, each key's events in order.
+func checkAppended(t *testing.T, perKey map[string][]string, procs, count int) {
+	t.Helper()
 	for p := 0; p < procs; p++ {
 		for k := 0; k < 5; k++ {
 			key := fmt.Sprintf("p%d-k%d", p, k)

@@ -160,19 +160,24 @@ func (j *Journal) layoutIn(ctx context.Context, q querier) (*layout, error) {
 }
 
 func readGeneration(ctx context.Context, q querier) (int64, error) {
+	return readMetaInt(ctx, q, "generation", 0, 0)
+}
+
+// readMetaInt reads meta key as a decimal number of at least least; dflt when absent.
+func readMetaInt(ctx context.Context, q querier, key string, dflt, least int64) (int64, error) {
 	var v string
-	err := q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'generation'`).Scan(&v)
+	err := q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
+		return dflt, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	g, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("corrupt journal: generation %q", v)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < least {
+		return 0, fmt.Errorf("corrupt journal: %s %q", key, v)
 	}
-	return g, nil
+	return n, nil
 }
 
 // loadLayout reads the shards table.
@@ -238,19 +243,8 @@ func insertEvenShards(ctx context.Context, tx *sql.Tx, n int) error {
 
 // readVersion returns the schema version in meta (1 when there is none).
 func readVersion(ctx context.Context, q querier) (int, error) {
-	var v string
-	err := q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'version'`).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 1, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("corrupt journal: schema version %q", v)
-	}
-	return n, nil
+	v, err := readMetaInt(ctx, q, "version", 1, 1)
+	return int(v), err
 }
 
 // checkV1 sets j.v1 for a read-only journal of schema version 1, and refuses newer versions.
@@ -277,6 +271,24 @@ func (j *Journal) migrate() error {
 	if v > schemaVersion {
 		return fmt.Errorf("schema version %d is newer than this projhost's %d: use a newer projhost", v, schemaVersion)
 	}
+	return j.writeTx(ctx, func(tx *sql.Tx) error {
+		if v, err := readVersion(ctx, tx); err != nil || v == schemaVersion {
+			return err // another process upgraded it meanwhile
+		}
+		if _, err := tx.ExecContext(ctx, schema); err != nil {
+			return err
+		}
+		if err := insertEvenShards(ctx, tx, j.shards); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('version', ?)`, strconv.Itoa(schemaVersion))
+		return err
+	})
+}
+
+// writeTx runs fn in a write transaction (BEGIN IMMEDIATE: other writers wait for it, in this
+// process and others) and commits when fn returns nil.
+func (j *Journal) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
 	tx, err := j.db.BeginTx(ctx, nil)
@@ -284,16 +296,7 @@ func (j *Journal) migrate() error {
 		return err
 	}
 	defer tx.Rollback()
-	if v, err = readVersion(ctx, tx); err != nil || v == schemaVersion {
-		return err // another process upgraded it meanwhile
-	}
-	if _, err := tx.ExecContext(ctx, schema); err != nil {
-		return err
-	}
-	if err := insertEvenShards(ctx, tx, j.shards); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('version', ?)`, strconv.Itoa(schemaVersion)); err != nil {
+	if err := fn(tx); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -446,14 +449,7 @@ func (j *Journal) reshard(ctx context.Context, op string, change func(*sql.Tx, *
 	if j.ro {
 		return fmt.Errorf("journal: %s: the journal is open read-only (open it with Open): %w", op, ErrInvalid)
 	}
-	err := func() error {
-		j.wmu.Lock()
-		defer j.wmu.Unlock()
-		tx, err := j.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: no append runs meanwhile
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
+	err := j.writeTx(ctx, func(tx *sql.Tx) error {
 		gen, err := readGeneration(ctx, tx)
 		if err != nil {
 			return err
@@ -474,12 +470,10 @@ func (j *Journal) reshard(ctx context.Context, op string, change func(*sql.Tx, *
 		if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'shards'`, reshardedCount); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('generation', ?)
-			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, strconv.FormatInt(gen+1, 10)); err != nil {
-			return err
-		}
-		return tx.Commit()
-	}()
+		_, err = tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('generation', ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, strconv.FormatInt(gen+1, 10))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("journal: %s: %w", op, wrapBusy(err, j.path, j.busy))
 	}

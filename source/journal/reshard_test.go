@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -39,11 +38,7 @@ func TestConformanceReshardingSecondHandle(t *testing.T) {
 	sourcetest.RunResharding(t, func(t *testing.T, shards int) (source.Source, sourcetest.Appender, sourcetest.Resharder) {
 		dir := t.TempDir()
 		w := create(t, dir, shards)
-		r, err := Open(dir, WithPollInterval(5*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
+		r := openSecond(t, dir)
 		if _, err := r.Shards(context.Background()); err != nil { // caches the first layout
 			t.Fatal(err)
 		}
@@ -379,20 +374,7 @@ func TestMultiProcessReshard(t *testing.T) {
 			perShard[s.ID] += len(b.Events)
 		}
 	}
-	for p := 0; p < procs; p++ {
-		for k := 0; k < 5; k++ {
-			key := fmt.Sprintf("p%d-k%d", p, k)
-			got := perKey[key]
-			if len(got) != count/5 {
-				t.Fatalf("key %s: %d events, want %d", key, len(got), count/5)
-			}
-			for n, d := range got {
-				if want := fmt.Sprintf("%d:%d", p, n*5+k); d != want {
-					t.Fatalf("key %s event %d = %s, want %s (order per key along the lineage)", key, n, d, want)
-				}
-			}
-		}
-	}
+	checkAppended(t, perKey, procs, count) // in lineage order
 	t.Logf("events by shard: %v", perShard)
 }
 
