@@ -16,6 +16,8 @@ import (
 //
 //	append <dir> <proc> <count>  appends count events in calls of 50: key p<proc>-k<i%5>, data "<proc>:<i>"
 //	loop <dir>                    appends calls of 2500 events forever: key k<i%10>, data "<i>"
+//	reshard <dir>                 forever: splits the lowest open shard, appends 100 events, merges
+//	                              the two children back (reshardLoop)
 func TestMain(m *testing.M) {
 	if args := os.Getenv("JOURNAL_TEST_CHILD"); args != "" {
 		if err := child(strings.Fields(args)); err != nil {
@@ -47,6 +49,8 @@ func child(args []string) error {
 			}
 		}
 		return nil
+	case "reshard":
+		return reshardLoop(ctx, j)
 	case "loop":
 		for i := 0; ; {
 			evs := make([]AppendEvent, 2500)

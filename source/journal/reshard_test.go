@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -420,4 +421,117 @@ func TestReshardedCount(t *testing.T) {
 		}
 		o.Close()
 	}
+}
+
+// reshardLoop splits the open shard with the lowest hash keys, appends 100 events, and merges
+// the two children back, for ever (the "reshard" child process).
+func reshardLoop(ctx context.Context, j *Journal) error {
+	for i := 0; ; i++ {
+		ss, err := j.Shards(ctx)
+		if err != nil {
+			return err
+		}
+		var low source.Shard
+		for _, s := range ss {
+			if !s.Closed && s.HashKeyStart == "0" {
+				low = s
+			}
+		}
+		kids, err := j.Split(ctx, low.ID, "")
+		if err != nil {
+			return err
+		}
+		evs := make([]AppendEvent, 100)
+		for k := range evs {
+			evs[k] = AppendEvent{PartitionKey: "k" + strconv.Itoa(k), Data: []byte(strconv.Itoa(i))}
+		}
+		if _, err := j.Append(ctx, evs); err != nil {
+			return err
+		}
+		if _, err := j.Merge(ctx, kids[0], kids[1]); err != nil {
+			return err
+		}
+	}
+}
+
+// TestKillDuringReshard: kill -9 a process that splits, appends and merges in a loop; the
+// journal reopens with a consistent layout (open shards covering the hash key range without
+// gaps: loadLayout checks it), every closed shard ends, and appends go on.
+func TestKillDuringReshard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	j := create(t, dir, 2)
+	cmd := startChild(t, "reshard", dir)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ss, err := j.Shards(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ss) > 30 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(7 * time.Millisecond) // land somewhere inside a change or an append
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+
+	j2, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.Close()
+	ss, err := j2.Shards(ctx)
+	if err != nil {
+		t.Fatalf("Shards after kill -9 during resharding: %v", err)
+	}
+	if len(ss) < 30 {
+		t.Fatalf("the child made %d shards before it was killed, want more than 30", len(ss))
+	}
+	open := 0
+	for _, s := range ss {
+		if !s.Closed {
+			open++
+		}
+	}
+	if open != 2 && open != 3 { // after a merge, or after a split
+		t.Fatalf("%d open shards after kill -9 during resharding, want 2 or 3: %+v", open, ss)
+	}
+	events := 0
+	for _, s := range ss {
+		r, err := j2.Open(ctx, s.ID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			b, err := r.Read(ctx, 1000, 0)
+			if errors.Is(err, source.ErrShardEnded) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b.Events) == 0 {
+				if s.Closed {
+					t.Fatalf("closed shard %s did not end", s.ID)
+				}
+				break
+			}
+			events += len(b.Events)
+		}
+	}
+	if events%100 != 0 {
+		t.Fatalf("%d events visible: not whole appends of 100", events)
+	}
+	pos := appendKeys(t, j2, "after", 3)
+	if sh := shardsByID(t, j2)[pos[0].ShardID]; sh.Closed {
+		t.Fatalf("an append after the kill went to the closed shard %s", pos[0].ShardID)
+	}
+	t.Logf("%d shards and %d events after kill -9 during resharding", len(ss), events)
 }
