@@ -124,7 +124,7 @@ func init() {
 						return err
 					}
 					// A child of a split or merge numbers its events after its parents'.
-					start, err := j.Start(ctx, sh.ID)
+					start, err := journalStart(ctx, j, sh.ID)
 					if err != nil {
 						return err
 					}
@@ -188,6 +188,18 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// journalStart is the sequence number before a shard's first one on the journal
+// (journal.Journal.Start: "" for the shards Create made, the parents' largest last one for a
+// child), "" for other sources.
+func journalStart(ctx context.Context, hd source.Header, shard string) (string, error) {
+	if s, ok := hd.(interface {
+		Start(context.Context, string) (string, error)
+	}); ok {
+		return s.Start(ctx, shard)
+	}
+	return "", nil
 }
 
 // maxSeq is the larger of two decimal sequence numbers ("" = 0).
