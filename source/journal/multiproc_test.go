@@ -200,16 +200,7 @@ func TestKillDuringAppend(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(37 * time.Millisecond) // land somewhere inside a call
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
-
-	j2, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j2.Close()
+	j2 := killAndReopen(t, cmd, dir)
 	perKey := readShards(t, j2)
 	seen := map[int]bool{}
 	for k := 0; k < 10; k++ {
@@ -233,4 +224,20 @@ func TestKillDuringAppend(t *testing.T) {
 		t.Fatalf("%d events visible: not a whole number of transactions (calls of 2500 in transactions of %d)", m, TxEvents)
 	}
 	t.Logf("%d events visible after kill -9", m)
+}
+
+// killAndReopen kills cmd with SIGKILL, waits for it, and opens dir's journal again (closed when
+// t ends).
+func killAndReopen(t *testing.T, cmd *exec.Cmd, dir string) *Journal {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	j, err := Open(dir)
+	if err != nil {
+		t.Fatalf("reopening after kill -9: %v", err)
+	}
+	t.Cleanup(func() { j.Close() })
+	return j
 }

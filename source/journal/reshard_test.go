@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -351,29 +350,11 @@ func TestMultiProcessReshard(t *testing.T) {
 	perKey := map[string][]string{}
 	perShard := map[string]int{}
 	for _, s := range ss {
-		r, err := j.Open(ctx, s.ID, "")
-		if err != nil {
-			t.Fatal(err)
+		evs := drainShard(t, j, s)
+		for _, e := range evs {
+			perKey[e.PartitionKey] = append(perKey[e.PartitionKey], string(e.Data))
 		}
-		for {
-			b, err := r.Read(ctx, 1000, 0)
-			if errors.Is(err, source.ErrShardEnded) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(b.Events) == 0 {
-				if s.Closed {
-					t.Fatalf("closed shard %s: an empty read before the end", s.ID)
-				}
-				break
-			}
-			for _, e := range b.Events {
-				perKey[e.PartitionKey] = append(perKey[e.PartitionKey], string(e.Data))
-			}
-			perShard[s.ID] += len(b.Events)
-		}
+		perShard[s.ID] = len(evs)
 	}
 	checkAppended(t, perKey, procs, count) // in lineage order
 	t.Logf("events by shard: %v", perShard)
@@ -477,16 +458,7 @@ func TestKillDuringReshard(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	time.Sleep(7 * time.Millisecond) // land somewhere inside a change or an append
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
-
-	j2, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j2.Close()
+	j2 := killAndReopen(t, cmd, dir)
 	ss, err := j2.Shards(ctx)
 	if err != nil {
 		t.Fatalf("Shards after kill -9 during resharding: %v", err)
@@ -505,26 +477,7 @@ func TestKillDuringReshard(t *testing.T) {
 	}
 	events := 0
 	for _, s := range ss {
-		r, err := j2.Open(ctx, s.ID, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			b, err := r.Read(ctx, 1000, 0)
-			if errors.Is(err, source.ErrShardEnded) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(b.Events) == 0 {
-				if s.Closed {
-					t.Fatalf("closed shard %s did not end", s.ID)
-				}
-				break
-			}
-			events += len(b.Events)
-		}
+		events += len(drainShard(t, j2, s))
 	}
 	if events%100 != 0 {
 		t.Fatalf("%d events visible: not whole appends of 100", events)
@@ -534,4 +487,32 @@ func TestKillDuringReshard(t *testing.T) {
 		t.Fatalf("an append after the kill went to the closed shard %s", pos[0].ShardID)
 	}
 	t.Logf("%d shards and %d events after kill -9 during resharding", len(ss), events)
+}
+
+// drainShard reads s from its start: a closed shard to ErrShardEnded (an empty read before it
+// fails t), an open one to its head.
+func drainShard(t *testing.T, j *Journal, s source.Shard) []source.Event {
+	t.Helper()
+	ctx := context.Background()
+	r, err := j.Open(ctx, s.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []source.Event
+	for {
+		b, err := r.Read(ctx, 1000, 0)
+		if errors.Is(err, source.ErrShardEnded) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Events) == 0 {
+			if s.Closed {
+				t.Fatalf("closed shard %s: an empty read before its end", s.ID)
+			}
+			return out
+		}
+		out = append(out, b.Events...)
+	}
 }
