@@ -187,11 +187,7 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"sql", "--data", dir, "--timeout", "0s", "SELECT 1"}, "--timeout must be positive"},
 	}
 	for _, c := range cases {
-		r := cli(t, nil, binPath, c.args...)
-		require.Error(t, r.err, c.args)
-		require.Equal(t, "projhost: ", r.stderr[:min(len(r.stderr), 10)], c.args)
-		require.Contains(t, r.stderr, c.want, c.args)
-		require.NotContains(t, r.stderr, "goroutine", c.args)
+		requireRefused(t, c.args, c.want)
 	}
 	// Nothing was appended by the refused runs; a valid --batch appends everything.
 	var st []struct {

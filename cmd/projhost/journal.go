@@ -16,14 +16,14 @@ import (
 )
 
 func init() {
-	jc := &cobra.Command{Use: "journal", Short: "Create and append to the local journal (a sharded event log in --data)"}
+	jc := &cobra.Command{Use: "journal", Short: "Create, append to, split, merge and list the local journal (a sharded event log in --data)"}
 
 	var data string
 	var shards int
 	var cbusy, abusy time.Duration
 	create := &cobra.Command{
 		Use:   "create",
-		Short: "Create a local journal with a fixed number of shards",
+		Short: "Create a local journal with a number of shards (split and merge change them later)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if shards < 1 || shards > journal.MaxShards {
@@ -42,11 +42,16 @@ func init() {
 			}
 			defer j.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), "journal with %d shards in %s\n", shards, data)
-			return nil
+			rows, err := journalLineage(cmd.Context(), j)
+			if err != nil || len(rows) == shards {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "resharded since (journal split|merge):")
+			return printLineage(cmd.OutOrStdout(), rows)
 		},
 	}
 	create.Flags().StringVar(&data, "data", defaultDataDir, "data directory")
-	create.Flags().IntVar(&shards, "shards", 4, fmt.Sprintf("number of shards, 1 to %d (fixed for the journal's life)", journal.MaxShards))
+	create.Flags().IntVar(&shards, "shards", 4, fmt.Sprintf("number of shards, 1 to %d (journal split|merge change them later)", journal.MaxShards))
 	busyFlag(create, &cbusy)
 
 	var adata, keyField string
@@ -128,6 +133,6 @@ and says how many events went in.`,
 	appendCmd.Flags().IntVar(&batch, "batch", journal.TxEvents, fmt.Sprintf("events per append transaction, 1 to %d", journal.TxEvents))
 	busyFlag(appendCmd, &abusy)
 
-	jc.AddCommand(create, appendCmd)
+	jc.AddCommand(append([]*cobra.Command{create, appendCmd}, journalReshardCommands()...)...)
 	rootCmd.AddCommand(jc)
 }

@@ -123,7 +123,12 @@ func init() {
 					if row.Head, err = j.Head(ctx, sh.ID); err != nil {
 						return err
 					}
-					row.LagEvents = seqDiff(row.Head, row.Cursor)
+					// A child of a split or merge numbers its events after its parents'.
+					start, err := journalStart(ctx, j, sh.ID)
+					if err != nil {
+						return err
+					}
+					row.LagEvents = seqDiff(row.Head, maxSeq(row.Cursor, start))
 					if source.CompareSeq(row.Cursor, row.Head) > 0 {
 						row.LagEvents = -1
 						row.Problem = "cursor beyond the journal's end: was the journal replaced? use a new --name"
@@ -185,8 +190,29 @@ func orDash(s string) string {
 	return s
 }
 
+// journalStart is the sequence number before a shard's first one on the journal
+// (journal.Journal.Start: "" for the shards Create made, the parents' largest last one for a
+// child), "" for other sources.
+func journalStart(ctx context.Context, hd source.Header, shard string) (string, error) {
+	if s, ok := hd.(interface {
+		Start(context.Context, string) (string, error)
+	}); ok {
+		return s.Start(ctx, shard)
+	}
+	return "", nil
+}
+
+// maxSeq is the larger of two decimal sequence numbers ("" = 0).
+func maxSeq(a, b string) string {
+	if source.CompareSeq(orZero(a), orZero(b)) < 0 {
+		return b
+	}
+	return a
+}
+
 // seqDiff returns head - cursor for decimal sequence numbers ("" = 0), never negative. The
-// journal numbers events 1, 2, 3... per shard, so this is the lag in events.
+// journal numbers a shard's events consecutively (from its Start), so this is the lag in events
+// when the cursor is at least the shard's Start.
 func seqDiff(head, cursor string) int64 {
 	h, c := new(big.Int), new(big.Int)
 	if _, ok := h.SetString(orZero(head), 10); !ok {

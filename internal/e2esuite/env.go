@@ -35,7 +35,7 @@ type Env struct {
 	backend Backend
 	Dir     string // --data: the journal (and the embedded store)
 	Store   Store
-	shards  []string
+	shards  []string // guarded by mu (Reshard adds shards while the cursor watch reads them)
 
 	stOnce sync.Once
 	st     *store.Stores
@@ -60,14 +60,20 @@ func newEnv(t *testing.T, bin string, b Backend) *Env {
 func (e *Env) Create(n int) {
 	e.t.Helper()
 	e.Projhost("journal", "create", "--data", e.Dir, "--shards", fmt.Sprint(n))
+	e.mu.Lock()
 	for i := range n {
 		e.shards = append(e.shards, journal.ShardID(i))
 	}
+	e.mu.Unlock()
 	e.watch = e.watchCursors()
 }
 
-// Shards are the journal's shard ids.
-func (e *Env) Shards() []string { return e.shards }
+// Shards are the journal's shard ids, open and closed (parents before children).
+func (e *Env) Shards() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.shards)
+}
 
 // Stores are the case's stores, opened in this process (once).
 func (e *Env) Stores() *store.Stores {
@@ -176,7 +182,7 @@ func (e *Env) flightsFile(fs []flightcheck.Flight, quoted ...int) string {
 func (e *Env) Heads() map[string]string {
 	e.t.Helper()
 	out := map[string]string{}
-	for _, id := range e.shards {
+	for _, id := range e.Shards() {
 		h, err := e.journal().Head(context.Background(), id)
 		if err != nil {
 			e.t.Fatalf("head of %s: %v", id, err)
@@ -189,7 +195,7 @@ func (e *Env) Heads() map[string]string {
 // Cursors reads every shard's cursor.
 func (e *Env) Cursors() map[string]cursorstore.Cursor {
 	e.t.Helper()
-	cs, err := e.Store.Cursors(e.t, e.Stores(), Projection, e.shards)
+	cs, err := e.Store.Cursors(e.t, e.Stores(), Projection, e.Shards())
 	if err != nil {
 		e.t.Fatalf("reading cursors: %v", err)
 	}
@@ -202,7 +208,7 @@ func (e *Env) Lagging(only ...string) []string {
 	e.t.Helper()
 	heads, cs := e.Heads(), e.Cursors()
 	var out []string
-	for _, id := range e.shards {
+	for _, id := range e.Shards() {
 		if len(only) > 0 && !slices.Contains(only, id) {
 			continue
 		}
@@ -372,7 +378,7 @@ func (e *Env) Finish(fs []flightcheck.Flight) {
 func (e *Env) seqIndex(fs []flightcheck.Flight) (shard []string, seq []string) {
 	n := map[string]int{}
 	for _, f := range fs {
-		id := journal.ShardID(journal.ShardFor(f.Origin, len(e.shards)))
+		id := journal.ShardID(journal.ShardFor(f.Origin, len(e.Shards())))
 		n[id]++
 		shard, seq = append(shard, id), append(seq, fmt.Sprint(n[id]))
 	}

@@ -126,6 +126,7 @@ func Cases() []Case {
 		{Name: "lease balance then three workers project", Fn: testBalance},
 		{Name: "a second module under the same name is refused", Fn: testModuleConflict},
 		{Name: "kill -9 twice while appending", Fn: testKill9Twice},
+		{Name: "split and merge mid-run with kill -9", Fn: testReshard},
 		{Name: "paused worker is fenced", Fn: testPausedWorker},
 		{Name: "one of two workers paused ten times", Fn: testPausedTenTimes},
 		{Name: "graceful handover", Fn: testGracefulHandover},

@@ -30,7 +30,7 @@ func (e *Env) watchCursors() *cursorWatch {
 	go func() {
 		defer close(cw.done)
 		for {
-			if cs, err := e.Store.Cursors(e.t, st, Projection, e.shards); err == nil { // an error (busy): next round
+			if cs, err := e.Store.Cursors(e.t, st, Projection, e.Shards()); err == nil { // an error (busy): next round
 				cw.record(cs)
 			}
 			select {

@@ -49,3 +49,34 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckKeys(t *testing.T) {
+	// p split into c1 and c2; c2 and q merged into m.
+	ss := []source.Shard{
+		{ID: "p", Closed: true}, {ID: "q", Closed: true},
+		{ID: "c1", ParentIDs: []string{"p"}}, {ID: "c2", ParentIDs: []string{"p"}, Closed: true},
+		{ID: "m", ParentIDs: []string{"c2", "q"}},
+	}
+	a := func(key, shard string) Applied { return Applied{Key: key, Shard: shard} }
+	tests := []struct {
+		name    string
+		applied []Applied
+		want    int // errors
+	}{
+		{"in order", []Applied{a("x", "p"), a("y", "q"), a("x", "p"), a("x", "c2"), a("y", "m"), a("x", "m")}, 0},
+		{"keys interleave across shards", []Applied{a("x", "p"), a("y", "c1"), a("y", "p")}, 1},
+		{"grandchild before grandparent", []Applied{a("x", "m"), a("x", "p")}, 1},
+		{"other key's order does not matter", []Applied{a("x", "c1"), a("y", "p")}, 0},
+		{"siblings in any order", []Applied{a("x", "c2"), a("x", "c1"), a("x", "c2")}, 0},
+		{"a parent event applied again after the child", []Applied{a("x", "p"), a("x", "c1"), a("x", "p")}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := &errs{TB: t}
+			CheckKeys(e, ss, tt.applied)
+			if len(e.got) != tt.want {
+				t.Fatalf("CheckKeys reported %d errors, want %d: %q", len(e.got), tt.want, e.got)
+			}
+		})
+	}
+}

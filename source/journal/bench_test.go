@@ -24,10 +24,30 @@ func flightEvents(n int) []AppendEvent {
 	return evs
 }
 
-// BenchmarkAppend appends ~90-byte events to 16 shards, 1000 per call (one transaction each).
-// Reports events/s.
+// BenchmarkAppend appends ~90-byte events to 16 shards, 1000 per call (one transaction each):
+// on the shards Create made (routed by the even split) and on 16 open shards made by splitting
+// 8 of them in two and merging 8 pairs (routed by a search of the open shards' ranges, after 24
+// closed ones). Reports events/s.
 func BenchmarkAppend(b *testing.B) {
-	j := create(b, b.TempDir(), 16)
+	b.Run("created", func(b *testing.B) { benchAppend(b, create(b, b.TempDir(), 16)) })
+	b.Run("resharded", func(b *testing.B) {
+		ctx := context.Background()
+		j := create(b, b.TempDir(), 16)
+		for i := 0; i < 16; i += 2 { // merge 8 pairs: 8 open shards
+			if _, err := j.Merge(ctx, ShardID(i), ShardID(i+1)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for i := 16; i < 24; i++ { // split each: 16 open shards
+			if _, err := j.Split(ctx, ShardID(i), ""); err != nil {
+				b.Fatal(err)
+			}
+		}
+		benchAppend(b, j)
+	})
+}
+
+func benchAppend(b *testing.B, j *Journal) {
 	evs := flightEvents(1000)
 	ctx := context.Background()
 	b.SetBytes(int64(len(evs[0].Data)) * int64(len(evs)))

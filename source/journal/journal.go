@@ -2,26 +2,46 @@
 // SQLite file (DIR/journal.db, pure-Go driver modernc.org/sqlite), separate from the store of
 // leases, cursors and read models so that appends never contend with read-model commits.
 //
-// It behaves like a Kinesis stream that never reshards (DESIGN §5):
+// It behaves like a Kinesis stream (DESIGN §5), resharding included:
 //
-//   - A journal has a fixed number of shards, chosen by Create, with ids "shardId-000000000000",
-//     "shardId-000000000001", ... (Kinesis' format: 12 decimal digits).
-//   - Append puts each event on the shard whose hash key range holds the MD5 of its partition key
-//     (Kinesis' rule, see ShardFor), so a key lands on the same shard number in both sources.
-//   - Within a shard, sequence numbers are 1, 2, 3, ... (decimal strings); ArrivalMs is the append
+//   - Create makes a journal of n shards with ids "shardId-000000000000", "shardId-000000000001",
+//     ... (Kinesis' format: 12 decimal digits) over evenly split hash key ranges, as Kinesis
+//     CreateStream does.
+//   - Append puts each event on the open shard whose hash key range holds the MD5 of its
+//     partition key (Kinesis' rule), so a key lands on the same shard in both sources.
+//   - Split and Merge (Kinesis SplitShard and MergeShards) close their parents and create
+//     children with the next ids over the parents' hash key ranges; a closed shard reads to its
+//     end and then returns source.ErrShardEnded; Shards lists parents before children.
+//   - Within a shard, sequence numbers are consecutive decimal strings: 1, 2, 3, ... on the
+//     shards Create made; a child's start after the largest last sequence number of its parents,
+//     so a key's sequence numbers increase from parent to child too. ArrivalMs is the append
 //     time in ms since the Unix epoch.
 //   - *Journal implements source.Source; readers poll the file while they wait for new events.
 //
 // Several processes may append and read the same journal at once. Each transaction is atomic
 // and durable against a process crash (WAL mode, synchronous=NORMAL; a power loss may drop the
-// last transactions, never tear one).
+// last transactions, never tear one). A split or merge is one transaction too: an append that
+// runs at the same time, in any process, lands either before it on the parent or after it on a
+// child.
 //
 // # Tables
 //
-//	meta(key TEXT PRIMARY KEY, value TEXT)       -- key "shards": the shard count
-//	heads(shard INTEGER PRIMARY KEY, seq INTEGER) -- last sequence number of each shard (0 = empty)
+//	meta(key TEXT PRIMARY KEY, value TEXT)  -- "shards": the shard count Create made (moved to
+//	    "created_shards" by the first split or merge, and "shards" set to a text that a
+//	    projhost without resharding refuses to open, so that it cannot append to closed shards);
+//	    "version": the schema version (2); "generation": the number of splits and merges
+//	heads(shard INTEGER PRIMARY KEY, seq INTEGER) -- last sequence number of each shard (its
+//	    shards.base when empty)
+//	shards(shard INTEGER PRIMARY KEY, parents TEXT, hash_start TEXT, hash_end TEXT,
+//	    closed INTEGER, base INTEGER) -- parents: comma-separated indexes ("" for none); the
+//	    inclusive hash key range in decimal; closed 0/1; base: the sequence number before the
+//	    shard's first one
 //	events(shard INTEGER, seq INTEGER, partition_key TEXT, arrival_ms INTEGER, data BLOB)
 //	    PRIMARY KEY (shard, seq), WITHOUT ROWID; shard is the index i of shardId-i.
+//
+// A journal of schema version 1 (before resharding: no shards table) is upgraded in place, in
+// one transaction, the first time a process opens it writable; opened read-only, it reads as
+// the unresharded journal it is.
 //
 // For a look at the data: sqlite3 -readonly DIR/journal.db "SELECT shard, seq, partition_key,
 // CAST(data AS TEXT) FROM events ORDER BY shard, seq LIMIT 20".
@@ -34,6 +54,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -84,6 +105,12 @@ var (
 	// (an appender or worker paused or stuck inside a write holds it until it continues or is
 	// killed).
 	ErrBusy = errors.New("journal: the journal is locked by another process")
+	// ErrShardClosed is returned by Split and Merge for a shard that is already closed (split
+	// or merged before): reshard its children instead.
+	ErrShardClosed = errors.New("journal: shard is closed (split or merged before; reshard its children)")
+	// ErrNotAdjacent is returned by Merge for shards whose hash key ranges do not touch
+	// (Kinesis MergeShards' rule).
+	ErrNotAdjacent = errors.New("journal: shards are not adjacent (merge two open shards whose hash key ranges touch)")
 )
 
 // AppendEvent is one event to append.
@@ -123,20 +150,24 @@ func WithBusyTimeout(d time.Duration) Option {
 type Journal struct {
 	db       *sql.DB
 	path     string
-	shards   int
-	ids      []string // shard ids by index
+	shards   int // the count Create made
+	ro       bool
+	v1       bool // read-only on a schema version 1 journal: no shards table
 	poll     time.Duration
 	busy     time.Duration
 	wmu      sync.Mutex // serialises this process's appends (other processes: SQLite's lock)
 	readStmt *sql.Stmt
 	headStmt *sql.Stmt
+
+	lmu sync.Mutex
+	lay *layout // the last shard layout loaded
 }
 
 // ShardID returns the id of shard i: "shardId-" and i in 12 digits.
 func ShardID(i int) string { return fmt.Sprintf("shardId-%012d", i) }
 
-// parseShardID returns i for ShardID(i) with 0 <= i < n, or ok=false.
-func parseShardID(id string, n int) (int, bool) {
+// parseShardID returns i for ShardID(i), or ok=false.
+func parseShardID(id string) (int, bool) {
 	const prefix = "shardId-"
 	if len(id) != len(prefix)+12 || id[:len(prefix)] != prefix {
 		return 0, false
@@ -147,17 +178,14 @@ func parseShardID(id string, n int) (int, bool) {
 			return 0, false
 		}
 		i = i*10 + int(c-'0')
-		if i >= n {
-			return 0, false
-		}
 	}
 	return i, true
 }
 
 // ShardFor returns the index of the shard, among shards evenly split shards, that holds
 // partitionKey: the MD5 of its bytes as a big-endian 128-bit number, over the hash key range
-// [0, 2^128-1] split as Kinesis splits a new stream (source.EvenHashKeyRange). It panics unless
-// shards > 0.
+// [0, 2^128-1] split as Kinesis splits a new stream (source.EvenHashKeyRange). That is the
+// shard Append picks on a journal that was never split or merged. It panics unless shards > 0.
 func ShardFor(partitionKey string, shards int) int {
 	return source.EvenShardForKey(partitionKey, shards)
 }
@@ -220,18 +248,27 @@ func open(dir string, shards int, opts []Option) (*Journal, error) {
 		return nil, fmt.Errorf("journal: open %s: %w", path, wrapBusy(err, path, o.busy))
 	}
 	db.SetMaxIdleConns(8)
-	j := &Journal{db: db, path: path, poll: o.poll, busy: o.busy}
+	j := &Journal{db: db, path: path, poll: o.poll, busy: o.busy, ro: o.ro}
 	if err := j.init(shards); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("journal: open %s: %w", path, wrapBusy(err, path, o.busy))
 	}
-	j.ids = make([]string, j.shards)
-	for i := range j.ids {
-		j.ids[i] = ShardID(i)
+	if o.ro {
+		if err := j.checkV1(); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("journal: open %s: %w", path, err)
+		}
+	} else if err := j.migrate(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("journal: open %s: upgrade to schema version %d: %w", path, schemaVersion, wrapBusy(err, path, o.busy))
+	}
+	headQuery := `SELECT h.seq, s.closed, s.base FROM heads h JOIN shards s ON s.shard = h.shard WHERE h.shard = ?`
+	if j.v1 {
+		headQuery = `SELECT seq, 0, 0 FROM heads WHERE shard = ?`
 	}
 	if j.readStmt, err = db.Prepare(`SELECT seq, partition_key, arrival_ms, data FROM events
 		WHERE shard = ? AND seq > ? ORDER BY seq LIMIT ?`); err == nil {
-		j.headStmt, err = db.Prepare(`SELECT seq FROM heads WHERE shard = ?`)
+		j.headStmt, err = db.Prepare(headQuery)
 	}
 	if err != nil {
 		db.Close()
@@ -243,6 +280,14 @@ func open(dir string, shards int, opts []Option) (*Journal, error) {
 const schema = `
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS heads (shard INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS shards (
+	shard      INTEGER PRIMARY KEY,
+	parents    TEXT NOT NULL,
+	hash_start TEXT NOT NULL,
+	hash_end   TEXT NOT NULL,
+	closed     INTEGER NOT NULL,
+	base       INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS events (
 	shard         INTEGER NOT NULL,
 	seq           INTEGER NOT NULL,
@@ -257,8 +302,7 @@ CREATE TABLE IF NOT EXISTS events (
 func (j *Journal) init(create int) error {
 	ctx := context.Background()
 	if create == 0 {
-		var v string
-		err := j.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'shards'`).Scan(&v)
+		v, err := readCount(ctx, j.db)
 		switch {
 		case sqlitefile.IsError(err): // no such table
 			return fmt.Errorf("not a journal (no shard count): %w", err)
@@ -274,41 +318,51 @@ func (j *Journal) init(create int) error {
 		j.shards = n
 		return nil
 	}
-	j.wmu.Lock()
-	defer j.wmu.Unlock()
-	tx, err := j.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, schema); err != nil {
-		return err
-	}
-	var v string
-	err = tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'shards'`).Scan(&v)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('shards', ?)`, strconv.Itoa(create)); err != nil {
+	return j.writeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, schema); err != nil {
 			return err
 		}
-		for i := 0; i < create; i++ {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO heads (shard, seq) VALUES (?, 0)`, i); err != nil {
+		v, err := readCount(ctx, tx)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('shards', ?), ('version', ?)`,
+				strconv.Itoa(create), strconv.Itoa(schemaVersion)); err != nil {
 				return err
 			}
+			for i := 0; i < create; i++ {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO heads (shard, seq) VALUES (?, 0)`, i); err != nil {
+					return err
+				}
+			}
+			if err := insertEvenShards(ctx, tx, create); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		case v != strconv.Itoa(create):
+			return fmt.Errorf("it has %s shards, not %d: %w", v, create, ErrShardCount)
 		}
-	case err != nil:
-		return err
-	case v != strconv.Itoa(create):
-		return fmt.Errorf("it has %s shards, not %d: %w", v, create, ErrShardCount)
+		j.shards = create
+		return nil
+	})
+}
+
+// readCount reads the shard count Create made: meta "created_shards" once the journal was
+// resharded (reshard moves it there), else "shards".
+func readCount(ctx context.Context, q querier) (string, error) {
+	var v string
+	err := q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'created_shards'`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'shards'`).Scan(&v)
 	}
-	j.shards = create
-	return tx.Commit()
+	return v, err
 }
 
 // Path returns the journal file's path.
 func (j *Journal) Path() string { return j.path }
 
-// ShardCount returns the number of shards.
+// ShardCount returns the number of shards Create made (splits and merges add shards: Shards
+// lists them all).
 func (j *Journal) ShardCount() int { return j.shards }
 
 // Close closes the journal; readers opened from it stop working.
@@ -328,14 +382,16 @@ func ValidateAppendBatch(n int) error {
 	return nil
 }
 
-// Append appends events, each to the shard ShardFor picks, in order, and returns their positions.
+// Append appends events, each to the open shard whose hash key range holds the MD5 of its
+// partition key (ShardFor's shard until the journal is split or merged), in order, and returns
+// their positions.
 // Events go in transactions of at most TxEvents: a call of up to TxEvents events is atomic, a
 // larger one may, if it fails or the process dies, leave a prefix of whole transactions appended
 // (the positions returned with the error say which). Events of one partition key keep their
 // order. Errors: ErrInvalid (checked before anything is written), ErrBusy, context and SQLite
 // errors.
 func (j *Journal) Append(ctx context.Context, events []AppendEvent) ([]Position, error) {
-	shardOf := make([]int, len(events))
+	hashes := make([]hashKey, len(events))
 	for i, e := range events {
 		if e.PartitionKey == "" || utf8.RuneCountInString(e.PartitionKey) > MaxPartitionKeyLen {
 			return nil, fmt.Errorf("journal: append: event %d: partition key must have 1 to %d characters: %w",
@@ -345,13 +401,13 @@ func (j *Journal) Append(ctx context.Context, events []AppendEvent) ([]Position,
 			return nil, fmt.Errorf("journal: append: event %d: data of %d bytes exceeds %d: %w",
 				i, len(e.Data), MaxDataLen, ErrInvalid)
 		}
-		shardOf[i] = ShardFor(e.PartitionKey, j.shards)
+		hashes[i] = hashOf(e.PartitionKey)
 	}
 	out := make([]Position, 0, len(events))
 	for start := 0; start < len(events); start += TxEvents {
 		end := min(start+TxEvents, len(events))
 		var err error
-		out, err = j.appendTx(ctx, events[start:end], shardOf[start:end], out)
+		out, err = j.appendTx(ctx, events[start:end], hashes[start:end], out)
 		if err != nil {
 			return out, fmt.Errorf("journal: append: %w", wrapBusy(err, j.path, j.busy))
 		}
@@ -360,19 +416,29 @@ func (j *Journal) Append(ctx context.Context, events []AppendEvent) ([]Position,
 }
 
 // appendTx appends events in one transaction and appends their positions to out.
-func (j *Journal) appendTx(ctx context.Context, events []AppendEvent, shardOf []int, out []Position) ([]Position, error) {
+func (j *Journal) appendTx(ctx context.Context, events []AppendEvent, hashes []hashKey, out []Position) ([]Position, error) {
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
-	tx, err := j.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: heads cannot change under us
+	tx, err := j.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: heads and shards cannot change under us
 	if err != nil {
 		return out, err
 	}
 	defer tx.Rollback()
-	heads, err := readHeads(ctx, tx, j.shards)
+	lay, err := j.layoutIn(ctx, tx)
 	if err != nil {
 		return out, err
 	}
-	touched := make([]bool, j.shards)
+	heads := map[int]int64{}
+	for _, h := range hashes {
+		s := lay.route(h)
+		if _, ok := heads[s]; !ok {
+			var seq int64
+			if err := tx.QueryRowContext(ctx, `SELECT seq FROM heads WHERE shard = ?`, s).Scan(&seq); err != nil {
+				return out, fmt.Errorf("corrupt journal: head of shard %d: %w", s, err)
+			}
+			heads[s] = seq
+		}
+	}
 	ins, err := tx.PrepareContext(ctx, `INSERT INTO events (shard, seq, partition_key, arrival_ms, data) VALUES (?, ?, ?, ?, ?)`)
 	if err != nil {
 		return out, err
@@ -381,9 +447,8 @@ func (j *Journal) appendTx(ctx context.Context, events []AppendEvent, shardOf []
 	now := time.Now().UnixMilli()
 	n := len(out)
 	for i, e := range events {
-		s := shardOf[i]
+		s := lay.route(hashes[i])
 		heads[s]++
-		touched[s] = true
 		data := e.Data
 		if data == nil {
 			data = []byte{} // NOT NULL column
@@ -391,18 +456,16 @@ func (j *Journal) appendTx(ctx context.Context, events []AppendEvent, shardOf []
 		if _, err := ins.ExecContext(ctx, s, heads[s], e.PartitionKey, now, data); err != nil {
 			return out[:n], err
 		}
-		out = append(out, Position{ShardID: j.ids[s], Seq: strconv.FormatInt(heads[s], 10)})
+		out = append(out, Position{ShardID: lay.shards[s].ID, Seq: strconv.FormatInt(heads[s], 10)})
 	}
 	upd, err := tx.PrepareContext(ctx, `UPDATE heads SET seq = ? WHERE shard = ?`)
 	if err != nil {
 		return out[:n], err
 	}
 	defer upd.Close()
-	for s, t := range touched {
-		if t {
-			if _, err := upd.ExecContext(ctx, heads[s], s); err != nil {
-				return out[:n], err
-			}
+	for s, h := range heads {
+		if _, err := upd.ExecContext(ctx, h, s); err != nil {
+			return out[:n], err
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -411,56 +474,73 @@ func (j *Journal) appendTx(ctx context.Context, events []AppendEvent, shardOf []
 	return out, nil
 }
 
-func readHeads(ctx context.Context, tx *sql.Tx, shards int) ([]int64, error) {
-	heads := make([]int64, shards)
-	rows, err := tx.QueryContext(ctx, `SELECT shard, seq FROM heads`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var s int
-		var seq int64
-		if err := rows.Scan(&s, &seq); err != nil {
-			return nil, err
-		}
-		if s < 0 || s >= shards {
-			return nil, fmt.Errorf("corrupt journal: head of shard %d of %d", s, shards)
-		}
-		heads[s] = seq
-	}
-	return heads, rows.Err()
-}
-
-// Head returns the sequence number of the last event of a shard ("" when it is empty).
-// Errors: source.ErrUnknownShard, SQLite errors.
+// Head returns the sequence number of the last event of a shard ("" when it is empty), closed
+// or open. Errors: source.ErrUnknownShard, SQLite errors.
 func (j *Journal) Head(ctx context.Context, shardID string) (string, error) {
-	i, ok := parseShardID(shardID, j.shards)
-	if !ok {
-		return "", fmt.Errorf("journal: head of %q: %w", shardID, source.ErrUnknownShard)
-	}
-	h, err := j.head(ctx, i)
+	st, err := j.shardState(ctx, "head of", shardID)
 	if err != nil {
-		return "", fmt.Errorf("journal: head of %s: %w", shardID, err)
+		return "", err
 	}
-	if h == 0 {
+	if st.head == st.base {
 		return "", nil
 	}
-	return strconv.FormatInt(h, 10), nil
+	return strconv.FormatInt(st.head, 10), nil
 }
 
-func (j *Journal) head(ctx context.Context, shard int) (int64, error) {
-	var h int64
-	err := j.headStmt.QueryRowContext(ctx, shard).Scan(&h)
-	return h, err
+// Start returns the sequence number before a shard's first one: "" for the shards Create made
+// (their events are numbered from 1), the largest last sequence number of its parents for a
+// child of a split or merge. The shard's events are numbered from Start+1, so Head - Start is
+// how many it holds and Head - max(cursor, Start) the events after a cursor. Errors:
+// source.ErrUnknownShard, SQLite errors.
+func (j *Journal) Start(ctx context.Context, shardID string) (string, error) {
+	st, err := j.shardState(ctx, "start of", shardID)
+	if err != nil || st.base == 0 {
+		return "", err
+	}
+	return strconv.FormatInt(st.base, 10), nil
 }
 
-// Shards returns the journal's shards: open, without parents, with evenly split hash key ranges.
+// state is a shard's head, closed flag and base, read in one statement.
+type state struct {
+	head, base int64
+	closed     bool
+}
+
+// shardState reads the state of shardID; op names the operation in errors.
+func (j *Journal) shardState(ctx context.Context, op, shardID string) (state, error) {
+	i, ok := parseShardID(shardID)
+	if !ok {
+		return state{}, fmt.Errorf("journal: %s %q: %w", op, shardID, source.ErrUnknownShard)
+	}
+	st, err := j.state(ctx, i)
+	if errors.Is(err, sql.ErrNoRows) {
+		return state{}, fmt.Errorf("journal: %s %q: %w", op, shardID, source.ErrUnknownShard)
+	}
+	if err != nil {
+		return state{}, fmt.Errorf("journal: %s %s: %w", op, shardID, err)
+	}
+	return st, nil
+}
+
+func (j *Journal) state(ctx context.Context, shard int) (state, error) {
+	var st state
+	err := j.headStmt.QueryRowContext(ctx, shard).Scan(&st.head, &st.closed, &st.base)
+	return st, err
+}
+
+// Shards returns every shard of the journal, open and closed, in id order (so parents come
+// before their children), with their ParentIDs and decimal hash key ranges. It reads the
+// journal file, so it sees the splits and merges of other processes. The slices are the
+// caller's. Errors: SQLite errors.
 func (j *Journal) Shards(ctx context.Context) ([]source.Shard, error) {
-	out := make([]source.Shard, j.shards)
-	for i := range out {
-		start, end := source.EvenHashKeyRange(i, j.shards)
-		out[i] = source.Shard{ID: j.ids[i], HashKeyStart: start, HashKeyEnd: end}
+	lay, err := j.layoutIn(ctx, j.db)
+	if err != nil {
+		return nil, fmt.Errorf("journal: list shards: %w", err)
+	}
+	out := make([]source.Shard, len(lay.shards))
+	for i, s := range lay.shards {
+		out[i] = s.Shard
+		out[i].ParentIDs = slices.Clone(s.ParentIDs)
 	}
 	return out, nil
 }
@@ -468,10 +548,6 @@ func (j *Journal) Shards(ctx context.Context) ([]source.Shard, error) {
 // Open returns a reader of shardID positioned after sequence number after ("" = the start).
 // Errors: source.ErrUnknownShard; ErrInvalid when after is not a decimal number; ErrBeyondHead.
 func (j *Journal) Open(ctx context.Context, shardID, after string) (source.ShardReader, error) {
-	i, ok := parseShardID(shardID, j.shards)
-	if !ok {
-		return nil, fmt.Errorf("journal: open %q: %w", shardID, source.ErrUnknownShard)
-	}
 	var pos int64
 	if after != "" {
 		var err error
@@ -479,14 +555,15 @@ func (j *Journal) Open(ctx context.Context, shardID, after string) (source.Shard
 			return nil, fmt.Errorf("journal: open %s after %q: %w", shardID, after, err)
 		}
 	}
-	h, err := j.head(ctx, i)
+	st, err := j.shardState(ctx, "open", shardID)
 	if err != nil {
-		return nil, fmt.Errorf("journal: open %s: %w", shardID, err)
+		return nil, err
 	}
-	if pos > h {
-		return nil, fmt.Errorf("journal: open %s after %s (last event %d): %w", shardID, after, h, ErrBeyondHead)
+	if pos > st.head {
+		return nil, fmt.Errorf("journal: open %s after %s (last event %d): %w", shardID, after, st.head, ErrBeyondHead)
 	}
-	return &reader{j: j, shard: i, id: j.ids[i], last: pos}, nil
+	i, _ := parseShardID(shardID)
+	return &reader{j: j, shard: i, id: shardID, last: max(pos, st.base)}, nil
 }
 
 // parseSeq parses a journal sequence number: a decimal number in int64 range.
@@ -510,7 +587,8 @@ type reader struct {
 
 // Read returns up to max events (DefaultReadMax when max <= 0, at most MaxRead) after the last
 // returned one, and no more than DefaultReadBytes of event data (ReadBytes), polling every poll
-// interval for up to wait when there are none. EventsBehind is the exact count after the last
+// interval for up to wait when there are none. On a closed shard read to its end it returns
+// source.ErrShardEnded at once (and on every later Read). EventsBehind is the exact count after the last
 // event read at the time of the read; MillisBehind is 0 when caught up, else the age of the
 // last event read.
 func (r *reader) Read(ctx context.Context, max int, wait time.Duration) (source.Batch, error) {
@@ -540,6 +618,20 @@ func (r *reader) ReadBytes(ctx context.Context, max, maxBytes int, wait time.Dur
 				return source.Batch{}, ctx.Err()
 			}
 			return source.Batch{}, fmt.Errorf("journal: read %s: %w", r.id, err)
+		}
+		if len(events) == 0 {
+			// Head and closed come from one snapshot: closed with nothing after r.last is the
+			// end (a split or merge commits the close after the parent's last append).
+			st, err := r.j.state(ctx, r.shard)
+			if err != nil {
+				if ctx.Err() != nil {
+					return source.Batch{}, ctx.Err()
+				}
+				return source.Batch{}, fmt.Errorf("journal: read %s: %w", r.id, err)
+			}
+			if st.closed && r.last >= st.head {
+				return source.Batch{}, source.ErrShardEnded
+			}
 		}
 		left := time.Until(deadline)
 		if len(events) > 0 || left <= 0 {
@@ -593,7 +685,7 @@ func (r *reader) query(ctx context.Context, max, maxBytes int) ([]source.Event, 
 
 func (r *reader) batch(ctx context.Context, events []source.Event) (source.Batch, error) {
 	b := source.Batch{Events: events, MillisBehind: -1, EventsBehind: -1}
-	h, err := r.j.head(ctx, r.shard)
+	st, err := r.j.state(ctx, r.shard)
 	if err != nil {
 		if ctx.Err() != nil {
 			return source.Batch{}, ctx.Err()
@@ -601,7 +693,7 @@ func (r *reader) batch(ctx context.Context, events []source.Event) (source.Batch
 		// The events are read; only the lag is unknown.
 		return b, nil
 	}
-	b.EventsBehind = max(h-r.last, 0)
+	b.EventsBehind = max(st.head-r.last, 0)
 	switch {
 	case b.EventsBehind == 0:
 		b.MillisBehind = 0

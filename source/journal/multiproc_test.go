@@ -16,6 +16,8 @@ import (
 //
 //	append <dir> <proc> <count>  appends count events in calls of 50: key p<proc>-k<i%5>, data "<proc>:<i>"
 //	loop <dir>                    appends calls of 2500 events forever: key k<i%10>, data "<i>"
+//	reshard <dir>                 forever: splits the lowest open shard, appends 100 events, merges
+//	                              the two children back (reshardLoop)
 func TestMain(m *testing.M) {
 	if args := os.Getenv("JOURNAL_TEST_CHILD"); args != "" {
 		if err := child(strings.Fields(args)); err != nil {
@@ -47,6 +49,8 @@ func child(args []string) error {
 			}
 		}
 		return nil
+	case "reshard":
+		return reshardLoop(ctx, j)
 	case "loop":
 		for i := 0; ; {
 			evs := make([]AppendEvent, 2500)
@@ -152,7 +156,13 @@ func TestMultiProcessAppend(t *testing.T) {
 	if total != procs*count {
 		t.Fatalf("live readers saw %d events, want %d", total, procs*count)
 	}
-	perKey := readShards(t, j)
+	checkAppended(t, readShards(t, j), procs, count)
+}
+
+// checkAppended checks that perKey (key -> data in read order) holds what procs "append"
+// children of count events each appended, each key's events in order.
+func checkAppended(t *testing.T, perKey map[string][]string, procs, count int) {
+	t.Helper()
 	for p := 0; p < procs; p++ {
 		for k := 0; k < 5; k++ {
 			key := fmt.Sprintf("p%d-k%d", p, k)
@@ -190,16 +200,7 @@ func TestKillDuringAppend(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(37 * time.Millisecond) // land somewhere inside a call
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
-
-	j2, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j2.Close()
+	j2 := killAndReopen(t, cmd, dir)
 	perKey := readShards(t, j2)
 	seen := map[int]bool{}
 	for k := 0; k < 10; k++ {
@@ -223,4 +224,20 @@ func TestKillDuringAppend(t *testing.T) {
 		t.Fatalf("%d events visible: not a whole number of transactions (calls of 2500 in transactions of %d)", m, TxEvents)
 	}
 	t.Logf("%d events visible after kill -9", m)
+}
+
+// killAndReopen kills cmd with SIGKILL, waits for it, and opens dir's journal again (closed when
+// t ends).
+func killAndReopen(t *testing.T, cmd *exec.Cmd, dir string) *Journal {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	j, err := Open(dir)
+	if err != nil {
+		t.Fatalf("reopening after kill -9: %v", err)
+	}
+	t.Cleanup(func() { j.Close() })
+	return j
 }
