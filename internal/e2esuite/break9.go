@@ -10,6 +10,7 @@ import (
 
 	"github.com/projhost/projhost/internal/faultproxy"
 	"github.com/projhost/projhost/projection"
+	"github.com/projhost/projhost/shardmap"
 )
 
 // StressRun is one adversarial run of issue 9's scenario (break9): Workers workers over Shards
@@ -148,9 +149,7 @@ func stressRun(t *testing.T, e *Env, r StressRun) {
 	})
 	elapsed := time.Since(start)
 	if !caughtUp {
-		if !r.SlowOK {
-			checkLossesExplainedWithin(t, ws, faults, lease)
-		}
+		checkLossesClassified(t, ws)
 		t.Fatalf("not caught up %s after the first append: %s", ambCaughtUp, strings.Join(e.Lagging(), ", "))
 	}
 	if r.StopRule != nil {
@@ -184,15 +183,9 @@ func stressRun(t *testing.T, e *Env, r StressRun) {
 	e.Finish(fs)
 	checkTraceCursors(t, ws)
 	checkEpochsUnique(t, ws)
-	explained := 0
-	if r.SlowOK {
-		for _, w := range ws {
-			for _, l := range Where(w.Records(t), Is("lease", string(projection.LeaseLost))) {
-				t.Logf("loss (tolerated): %s %s epoch %d at %s: %s", w.ID, l.Shard, l.Epoch, clock(l.Time), l.Error)
-			}
-		}
-	} else {
-		explained = checkLossesExplainedWithin(t, ws, faults, lease)
+	explained, slow := checkLossesClassified(t, ws)
+	if slow > 0 && !r.SlowOK {
+		t.Logf("%d lease losses to a slow store (not failed: see checkLossesClassified)", slow)
 	}
 	var reqs, nf int64
 	for _, p := range proxies {
@@ -218,14 +211,32 @@ func checkEpochsUnique(t *testing.T, ws []*Worker) {
 	}
 }
 
-// checkLossesExplainedWithin is checkLossesExplained for a run whose lease duration is lease
-// (the window scales with it) and whose workers may include a killed one.
-func checkLossesExplainedWithin(t *testing.T, ws []*Worker, faults *faultLog, lease time.Duration) int {
+// checkLossesClassified fails t for every lease loss of ws that no other worker's take
+// explains (lossExplained) and whose reason is a conflict (WhyConflict, WhyWritten): a worker
+// that took its own write's retry for another worker's write, the failure of issue 9. Losses
+// to a store slower than the lease (not renewed in time, renewal completed late, hand-over
+// failed) are logged with their count: they are no misreading of a write. It returns the
+// numbers of explained and of slow losses.
+func checkLossesClassified(t *testing.T, ws []*Worker) (explained, slow int) {
 	t.Helper()
-	if lease != ambLease {
-		t.Logf("note: lease %s, the loss window is ambLease's (%s)", lease, ambLease)
+	recs := make([][]projection.TraceRecord, len(ws))
+	for i, w := range ws {
+		recs[i] = w.Records(t)
 	}
-	return checkLossesExplained(t, ws, faults)
+	for i, w := range ws {
+		for _, lost := range Where(recs[i], Is("lease", string(projection.LeaseLost))) {
+			switch {
+			case lossExplained(ws, recs, i, lost):
+				explained++
+			case strings.Contains(lost.Error, shardmap.WhyConflict) || strings.Contains(lost.Error, shardmap.WhyWritten):
+				t.Errorf("self-inflicted lease loss by conflict: %s lost %s epoch %d at %s (%q), no other worker took it", w.ID, lost.Shard, lost.Epoch, clock(lost.Time), lost.Error)
+			default:
+				slow++
+				t.Logf("lease loss to a slow store: %s %s epoch %d at %s: %.120s", w.ID, lost.Shard, lost.Epoch, clock(lost.Time), lost.Error)
+			}
+		}
+	}
+	return explained, slow
 }
 
 // StressDeadLetters is break9's dead-letter run under faults: 3 malformed events among n
