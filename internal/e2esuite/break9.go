@@ -282,15 +282,7 @@ func StressDeadLetters(t *testing.T, bin string, b Backend, n int, rule faultpro
 		out, errOut, err = cli("deadletters", "replay", "--name", Projection)
 		t.Logf("deadletters replay again: err %v, stdout %q, stderr %q", err, out, tail(errOut, 5))
 	}
-	e.Eventually("every dead letter replayed", 3*time.Minute, func() (bool, string) {
-		ls := e.Letters()
-		for _, l := range ls {
-			if l.State != "replayed" {
-				return false, fmt.Sprintf("%+v", ls)
-			}
-		}
-		return true, ""
-	})
+	e.waitReplayed(3 * time.Minute)
 	out, errOut, err = cli("deadletters", "replay", "--name", Projection)
 	t.Logf("second deadletters replay under faults: err %v, stdout %q, stderr %q", err, out, tail(errOut, 5))
 	time.Sleep(3 * time.Second)
@@ -303,4 +295,18 @@ func StressDeadLetters(t *testing.T, bin string, b Backend, n int, rule faultpro
 		}
 	}
 	e.Finish(fs)
+}
+
+// waitReplayed waits (at most d) until every dead letter is in state replayed.
+func (e *Env) waitReplayed(d time.Duration) {
+	e.t.Helper()
+	e.Eventually("every dead letter replayed", d, func() (bool, string) {
+		ls := e.Letters()
+		for _, l := range ls {
+			if l.State != "replayed" {
+				return false, fmt.Sprintf("%+v", ls)
+			}
+		}
+		return true, ""
+	})
 }
