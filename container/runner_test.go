@@ -370,16 +370,24 @@ func TestLeaseEventsEndEveryAcquisitionOnce(t *testing.T) {
 			t.Fatalf("w1's acquisition of %v ended %s", k, i.Event)
 		}
 	}
-	steals := 0
+	steals, stolenReleased := 0, 0
 	for _, i := range logs["w2"].all() {
 		if i.Event == projection.LeaseAcquired && i.How == shardmap.HowSteal {
 			require.Equal(t, "w1", i.From)
-			require.Equal(t, projection.LeaseLost, ends[acq{i.ShardID, i.Epoch - 1}][0].Event, "the stolen %s", i.ShardID)
+			// Lost, or released when w1 handed the shard over (a release request or its stop)
+			// after the steal but before noticing it: its final save preceded w2's claim (or it
+			// would have been fenced), so w2 resumed from it (shardmap.Manager.Release).
+			switch end := ends[acq{i.ShardID, i.Epoch - 1}][0].Event; end {
+			case projection.LeaseReleased:
+				stolenReleased++
+			default:
+				require.Equal(t, projection.LeaseLost, end, "the stolen %s", i.ShardID)
+			}
 			steals++
 		}
 	}
 	require.Positive(t, steals, "w2 joined by stealing")
-	require.Equal(t, steals, lost, "w1 lost exactly the stolen leases")
+	require.Equal(t, steals, lost+stolenReleased, "w1 lost (or had just handed over) exactly the stolen leases")
 	require.EqualValues(t, lost, runners["w1"].Stats().LeasesLost)
 	e.check(t, fs)
 }

@@ -111,8 +111,8 @@ type LeaseInfo struct {
 	ShardInfo
 	Worker string
 	Event  LeaseEvent
-	// How, for LeaseAcquired: "free", "expired" or "steal" (shardmap.HowFree, HowExpired,
-	// HowSteal); From: the lease's previous owner ("" for a free lease).
+	// How, for LeaseAcquired: "free", "expired", "steal" or "retake" (shardmap.HowFree,
+	// HowExpired, HowSteal, HowRetake); From: the lease's previous owner ("" for a free lease).
 	How, From string
 	// Seq, for LeaseReleased and LeaseFinished: the cursor committed before the hand-over.
 	Seq string

@@ -34,8 +34,8 @@ var ErrNotOwned = errors.New("shardmap: this worker does not hold the shard's le
 // slow callback delays renewals of every other lease).
 type Events struct {
 	// Acquired: this worker now holds the shard's lease with l.Epoch (a new epoch). The runner
-	// claims the cursor with l.Epoch and starts the shard. how is HowFree, HowExpired or
-	// HowSteal; from is the lease's previous owner ("" for a free lease).
+	// claims the cursor with l.Epoch and starts the shard. how is HowFree, HowExpired,
+	// HowSteal or HowRetake; from is the lease's previous owner ("" for a free lease).
 	Acquired func(shardID string, l Lease, how, from string)
 	// Lost: the lease is gone (another worker wrote it, or it was not renewed within the lease
 	// duration on this worker's clock); why says which (the Why constants). The runner stops at
@@ -53,6 +53,7 @@ const (
 	HowFree    = "free"    // it had no owner (new, released or handed back)
 	HowExpired = "expired" // its owner had not renewed it for a lease duration on this worker's clock
 	HowSteal   = "steal"   // balancing took a live lease from the most loaded worker
+	HowRetake  = "retake"  // this worker's own take of the last round, whose outcome the store did not tell, taken again
 )
 
 // Why a lease was lost (Events.Lost).
@@ -433,7 +434,7 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 	// 3. Target.
 	unknown := m.unknownTakes
 	m.unknownTakes = nil
-	var free, exp []Lease
+	var free, exp, retakes []Lease
 	counts := make(map[string]int)
 	theirs := make(map[string][]Lease)
 	m.mu.Lock()
@@ -460,7 +461,7 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 			// Our own take of the last round, applied although the store reported an error:
 			// no runner ever started on it, so take it again now (a fresh write, which
 			// starts its validity) instead of waiting a lease duration for it to expire.
-			free = append(free, l)
+			retakes = append(retakes, l)
 		case l.Owner == m.worker:
 			// Held by an earlier incarnation of this worker id, or one we gave up as lost:
 			// it may still be in use, so wait for it to expire like any other.
@@ -479,6 +480,11 @@ func (m *Manager) Round(ctx context.Context) (RoundReport, error) {
 	// 4. Take free, then expired leases, MaxBatch per store call, within the take budget: the
 	// next round's renewals must not wait for a long run of takes.
 	var pending []taken
+	if n := min(rep.Target-mine, len(retakes)); canTake && n > 0 {
+		got := m.takeMany(ctx, retakes[:n], &rep, HowRetake)
+		pending = append(pending, got...)
+		mine += len(got)
+	}
 	cands := append(free, exp...)
 	for canTake && mine < rep.Target && len(cands) > 0 {
 		if len(pending) > 0 && m.cfg.clock.Now()-roundStart >= m.cfg.renewInterval/2 {

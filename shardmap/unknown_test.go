@@ -103,7 +103,7 @@ func TestUnknownTakeIsTakenAgain(t *testing.T) {
 	require.Len(t, acq, 2)
 	assert.Equal(t, unknown.ShardID, acq[1].ShardID)
 	assert.Equal(t, int64(2), acq[1].Epoch, "a fresh take: a new epoch")
-	assert.Equal(t, []string{"free ", "expired a"}, a.how)
+	assert.Equal(t, []string{"free ", "retake a"}, a.how)
 }
 
 // unknownRenewalUnseen makes a's next renewal apply and fail, with the List of that round
