@@ -786,9 +786,12 @@ func (m *Manager) write(ctx context.Context, ls []Lease, rep *RoundReport) ([]Up
 // ownEarlier returns the lease stored at the conflict err of a write of l when it is this
 // worker's own earlier write of l whose outcome the worker did not learn (a store error after
 // the write was sent, e.g. a timeout, when the write had been applied): l's owner, epoch,
-// state, module and parents with counter l.Counter+1. No other write produces it: a take
-// raises the epoch and sets its own owner, a release clears the owner, and only one write can
-// move the counter from l.Counter. It returns nil for any other error or stored lease, for a
+// state, module and parents with a counter above l.Counter (l.Counter+1, or more when several
+// such writes in a row went unseen: a renewal of unknown outcome in a round whose List failed,
+// then the write on top of it in the next round, also of unknown outcome). No other write
+// produces it: a take raises the epoch and sets its own owner, a release or finish clears the
+// owner, and the epoch never goes down, so every write since l that kept l's owner and epoch
+// was this worker's. It returns nil for any other error or stored lease, for a
 // write of a free lease (l.Owner ""; a hand-back that fails simply expires), and when the store
 // gave no stored lease (a bare ErrConflict). The caller must write again rather than
 // take the stored lease as its own success: the earlier write happened at an unknown time, so
@@ -803,7 +806,7 @@ func ownEarlier(err error, l Lease) *Lease {
 
 // isOwnEarlier reports whether stored is the result of a write of l (ownEarlier).
 func isOwnEarlier(stored, l Lease) bool {
-	return l.Owner != "" && stored.Counter == l.Counter+1 && stored.Owner == l.Owner && stored.Epoch == l.Epoch &&
+	return l.Owner != "" && stored.Counter > l.Counter && stored.Owner == l.Owner && stored.Epoch == l.Epoch &&
 		stored.State == l.State && stored.Module == l.Module && slices.Equal(stored.ParentIDs, l.ParentIDs)
 }
 

@@ -265,16 +265,7 @@ func checkLossesExplained(t *testing.T, ws []*Worker, faults *faultLog) (explain
 	for i, w := range ws {
 		for _, lost := range Where(recs[i], Is("lease", string(projection.LeaseLost))) {
 			from, to := lost.Time.Add(-ambLease), lost.Time.Add(ambLease/2)
-			took := func(a projection.TraceRecord) bool {
-				return a.Event == "lease" && a.Kind == string(projection.LeaseAcquired) && a.Shard == lost.Shard &&
-					a.Epoch > lost.Epoch && a.From == w.ID && (a.How == shardmap.HowSteal || a.How == shardmap.HowExpired) &&
-					!a.Time.Before(from) && !a.Time.After(to)
-			}
-			taken := false
-			for j := range ws {
-				taken = taken || (j != i && slices.ContainsFunc(recs[j], took))
-			}
-			if taken {
+			if lossExplained(ws, recs, i, lost) {
 				explained++
 				continue
 			}
@@ -291,6 +282,24 @@ func checkLossesExplained(t *testing.T, ws []*Worker, faults *faultLog) (explain
 		}
 	}
 	return explained
+}
+
+// lossExplained reports whether the loss lost, a record of ws[i] (recs[i] its records), is
+// explained by another worker's acquisition of the shard at a newer epoch from ws[i], as a steal
+// or as expired, between lost.Time - ambLease and lost.Time + ambLease/2 (checkLossesExplained).
+func lossExplained(ws []*Worker, recs [][]projection.TraceRecord, i int, lost projection.TraceRecord) bool {
+	from, to := lost.Time.Add(-ambLease), lost.Time.Add(ambLease/2)
+	took := func(a projection.TraceRecord) bool {
+		return a.Event == "lease" && a.Kind == string(projection.LeaseAcquired) && a.Shard == lost.Shard &&
+			a.Epoch > lost.Epoch && a.From == ws[i].ID && (a.How == shardmap.HowSteal || a.How == shardmap.HowExpired) &&
+			!a.Time.Before(from) && !a.Time.After(to)
+	}
+	for j := range ws {
+		if j != i && slices.ContainsFunc(recs[j], took) {
+			return true
+		}
+	}
+	return false
 }
 
 // shardRecords formats the lease and open records of shard between from and to, of every

@@ -317,15 +317,7 @@ func testPoisonEvents(t *testing.T, e *Env) {
 	if out := e.CLI("deadletters", "replay", "--name", Projection); !strings.HasPrefix(out, "3 dead letter(s)") {
 		t.Fatalf("deadletters replay: %q; want 3 requested", out)
 	}
-	e.Eventually("every dead letter replayed", 3*time.Minute, func() (bool, string) {
-		ls := e.Letters()
-		for _, l := range ls {
-			if l.State != "replayed" {
-				return false, fmt.Sprintf("%+v", ls)
-			}
-		}
-		return true, ""
-	})
+	e.waitReplayed(3 * time.Minute)
 	e.CheckReadModel(fs)
 	if out := e.CLI("deadletters", "replay", "--name", Projection); !strings.HasPrefix(out, "0 dead letter(s)") {
 		t.Fatalf("second deadletters replay: %q; want none requested", out)

@@ -40,7 +40,8 @@
 // attempt of this call was applied without its answer reaching us (a 5xx, a timeout or a
 // connection reset after the request was sent; the SDK's retry then met the moved counter),
 // and the write succeeds; otherwise Update returns a *shardmap.ConflictError with the stored
-// lease, Create shardmap.ErrExists. The token is what proves "this call": the same lease
+// lease, Create shardmap.ErrExists (also when its read-back fails: the lease exists, whoever
+// wrote it, and EnsureShards needs no more). The token is what proves "this call": the same lease
 // written by an earlier call of this worker whose outcome it did not learn started no validity
 // period and is left to shardmap.Manager, which writes again on top of it.
 //

@@ -84,7 +84,10 @@ func (s *LeaseStore) List(ctx context.Context, projection string) ([]shardmap.Le
 // When the condition fails, the lease is read: one holding exactly l and this call's request
 // token is this Create's own write, whose first attempt was applied without its answer reaching
 // us (a 5xx, a timeout or a reset after the request was sent; the SDK's retry then met it),
-// and Create succeeds.
+// and Create succeeds. When that read fails, Create returns ErrExists too (the lease exists;
+// the error also wraps the read's): a caller never takes a lease it may not have written for
+// its own, and EnsureShards, which only needs the lease to exist, does not fail a worker's
+// start on it.
 func (s *LeaseStore) Create(ctx context.Context, l shardmap.Lease) error {
 	tok := requestToken()
 	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
@@ -101,7 +104,10 @@ func (s *LeaseStore) Create(ctx context.Context, l shardmap.Lease) error {
 	}
 	stored, stok, err := s.readBack(ctx, l)
 	if err != nil {
-		return fmt.Errorf("store/dynamo: create lease %q/%q: the lease exists and reading it failed: %w", l.Projection, l.ShardID, err)
+		// The failed condition proves a lease exists; only whether it is this call's own write
+		// is unknown. ErrExists is the answer that makes no caller assume it wrote the lease.
+		return fmt.Errorf("%w: projection %q shard %q (whether it is this call's own write is unknown: reading it back failed: %w)",
+			shardmap.ErrExists, l.Projection, l.ShardID, err)
 	}
 	if stored != nil && stok == tok && sameLease(*stored, l) {
 		return nil
