@@ -164,7 +164,7 @@ of the input's first records are stored.`,
 			if err != nil {
 				return err
 			}
-			sh, err := kinesisadmin.FindShard(ctx, c, sStream, sShard)
+			sh, err := kinesisadmin.FindOpenShard(ctx, c, sStream, sShard)
 			if err != nil {
 				return err
 			}
@@ -204,11 +204,11 @@ of the input's first records are stored.`,
 			if err != nil {
 				return err
 			}
-			a, err := kinesisadmin.FindShard(ctx, c, mStream, mShards[0])
+			a, err := kinesisadmin.FindOpenShard(ctx, c, mStream, mShards[0])
 			if err != nil {
 				return err
 			}
-			b, err := kinesisadmin.FindShard(ctx, c, mStream, mShards[1])
+			b, err := kinesisadmin.FindOpenShard(ctx, c, mStream, mShards[1])
 			if err != nil {
 				return err
 			}

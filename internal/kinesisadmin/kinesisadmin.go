@@ -51,7 +51,7 @@ var (
 	ErrRefused = errors.New("kinesis: records still refused after retries")
 	// ErrTooLarge is returned by Put for a record above MaxRecordBytes.
 	ErrTooLarge = errors.New("kinesis: record too large")
-	// ErrNoShard is returned by FindShard for a shard the stream does not list.
+	// ErrNoShard is returned by FindOpenShard for a shard the stream does not list as open.
 	ErrNoShard = errors.New("kinesis: no such shard")
 )
 
@@ -232,21 +232,30 @@ func ListShards(ctx context.Context, c API, stream string) ([]types.Shard, error
 	}
 }
 
-// FindShard returns shard id of stream. Errors: ErrNoShard (naming the open shards);
-// ListShards' errors.
-func FindShard(ctx context.Context, c API, stream, id string) (types.Shard, error) {
+// FindOpenShard returns open shard id of stream (the shard a split or merge takes). Errors:
+// ErrNoShard for a shard the stream does not list or that is closed (already split or
+// merged), naming the open shards; ListShards' errors.
+func FindOpenShard(ctx context.Context, c API, stream, id string) (types.Shard, error) {
 	all, err := ListShards(ctx, c, stream)
 	if err != nil {
 		return types.Shard{}, err
 	}
 	var open []string
-	for _, s := range all {
+	var found *types.Shard
+	for i, s := range all {
+		isOpen := s.SequenceNumberRange == nil || s.SequenceNumberRange.EndingSequenceNumber == nil
 		if aws.ToString(s.ShardId) == id {
-			return s, nil
+			if isOpen {
+				return s, nil
+			}
+			found = &all[i]
 		}
-		if s.SequenceNumberRange == nil || s.SequenceNumberRange.EndingSequenceNumber == nil {
+		if isOpen {
 			open = append(open, aws.ToString(s.ShardId))
 		}
+	}
+	if found != nil {
+		return types.Shard{}, fmt.Errorf("%w: shard %s of %s is closed (split or merged already); open shards: %s", ErrNoShard, id, stream, strings.Join(open, ", "))
 	}
 	return types.Shard{}, fmt.Errorf("%w: stream %s has no shard %s (open shards: %s)", ErrNoShard, stream, id, strings.Join(open, ", "))
 }
