@@ -95,9 +95,7 @@ func (r *Runner) caughtUp(ctx context.Context) (bool, error) {
 				done = false // a closed shard is caught up once its owner finished it
 				continue
 			}
-			if done, err = r.probeCaughtUp(ctx, sh.ID, c.Seq); err != nil {
-				return false, err
-			}
+			done = r.probeCaughtUp(ctx, sh.ID, c.Seq)
 			continue
 		}
 		head, err := hd.Head(ctx, sh.ID)
@@ -167,22 +165,19 @@ func (r *Runner) probeDue() bool {
 }
 
 // probeCaughtUp reports whether shard id is caught up at cursor: by the last read when this
-// worker owns it, else by a probe of the source (a probe error counts as "not yet"; a cursor
-// the source does not know is returned as an error).
-func (r *Runner) probeCaughtUp(ctx context.Context, id, cursor string) (bool, error) {
+// worker owns it, else by a probe of the source. A probe error counts as "not yet" (a shard
+// gone since the listing, past the retention, is dropped by the next listing).
+func (r *Runner) probeCaughtUp(ctx context.Context, id, cursor string) bool {
 	r.mu.Lock()
 	s, own := r.shards[id]
 	r.mu.Unlock()
 	if own {
-		return s.caughtUp.Load(), nil
+		return s.caughtUp.Load()
 	}
 	p, err := r.cfg.Source.(source.Prober).Probe(ctx, id, cursor)
 	if err != nil {
-		if errors.Is(err, source.ErrUnknownShard) {
-			return false, nil // gone since the listing (a shard past the retention)
-		}
 		r.log.Debug("probing a shard for until-caught-up", "shard", id, "err", err)
-		return false, nil
+		return false
 	}
-	return p.CaughtUp(), nil
+	return p.CaughtUp()
 }
