@@ -56,9 +56,12 @@ type Config struct {
 	// are looked for. Default 1s.
 	ControlCheck time.Duration
 
-	// UntilCaughtUp makes Run return once every shard's cursor has reached the source's head
-	// and no dead-letter replay is pending (requires a source.Header). A stopped shard makes Run
-	// return an error wrapping ErrShardStopped instead of waiting.
+	// UntilCaughtUp makes Run return once every shard is caught up and no dead-letter replay
+	// is pending: every closed shard finished, and every open shard's cursor at the source's
+	// head (a source.Header: the local journal), or, from a source.Prober (Kinesis), every open
+	// shard read to its tip (an empty read with MillisBehindLatest 0 after its cursor, by this
+	// worker's reader or a probe; see Runner.caughtUp). A stopped shard makes Run return an
+	// error wrapping ErrShardStopped instead of waiting.
 	UntilCaughtUp bool
 }
 
@@ -85,8 +88,10 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if c.UntilCaughtUp {
-		if _, ok := c.Source.(source.Header); !ok {
-			return fmt.Errorf("%w: until-caught-up needs a source that reports its head (the local journal)", ErrConfig)
+		_, hd := c.Source.(source.Header)
+		_, pr := c.Source.(source.Prober)
+		if !hd && !pr {
+			return fmt.Errorf("%w: until-caught-up needs a source that reports its head (source.Header: the local journal) or probes its lag (source.Prober: Kinesis)", ErrConfig)
 		}
 	}
 	if c.BatchSize == 0 {

@@ -43,6 +43,8 @@ type Runner struct {
 	ctx     context.Context
 	stopped atomic.Bool
 	resync  chan struct{}
+	// lastProbe is when the until-caught-up watcher last probed the source (ProbeInterval).
+	lastProbe time.Time
 }
 
 // shardRun is one acquisition of a shard by this worker.

@@ -19,6 +19,7 @@ import (
 	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/projection"
 	"github.com/projhost/projhost/shardmap"
+	"github.com/projhost/projhost/source"
 	"github.com/projhost/projhost/source/journal"
 	"github.com/projhost/projhost/store"
 	"github.com/projhost/projhost/store/sqlite"
@@ -257,6 +258,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"short lease", func(c *container.Config) { c.LeaseDuration = time.Millisecond }, container.ErrConfig, "at least 1s"},
 		{"no dead letters", func(c *container.Config) { s := *e.st; s.DeadLetters = nil; c.Stores = &s }, store.ErrIncomplete, "dead-letter"},
 		{"mode without committer", func(c *container.Config) { s := *e.st; s.Committer = nil; c.Stores = &s }, store.ErrIncomplete, "Committer"},
+		{"until caught up without head or probe", func(c *container.Config) {
+			c.Source, c.UntilCaughtUp = struct{ source.Source }{e.j}, true
+		}, container.ErrConfig, "until-caught-up needs a source that reports its head (source.Header: the local journal) or probes its lag (source.Prober: Kinesis)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -189,7 +189,8 @@ func (r *Runner) pull(ctx context.Context, s *shardRun, sh *projection.Shard, lo
 		} else {
 			idle = 0
 		}
-		s.caughtUp.Store(idle > 0 && b.EventsBehind <= 0) // -1: unknown, the watcher asks the stores
+		// -1: unknown, the watcher asks the stores (a Header) or the source (a Prober).
+		s.caughtUp.Store(idle > 0 && b.EventsBehind <= 0 && b.MillisBehind <= 0)
 	}
 }
 

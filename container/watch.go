@@ -48,7 +48,11 @@ func (r *Runner) watchCaughtUp(ctx context.Context, stop context.CancelFunc) err
 }
 
 // caughtUp reports whether every unfinished shard's cursor is at its head and no dead-letter
-// replay is pending. Store errors count as "not yet". While a shard of this worker is known to
+// replay is pending. Store errors count as "not yet". A source without a Header is a
+// source.Prober (Config.Validate): a shard of this worker is caught up by its last read (empty,
+// not behind, everything committed), another's when a probe at its saved cursor finds nothing
+// behind; a closed shard once it is finished. Probes are made at most every ProbeInterval, and
+// stop at the first shard behind. While a shard of this worker is known to
 // be behind (its last read), it answers "not yet" without asking the stores: the full check
 // reads every shard's cursor and head, which with a thousand shards four times a second would
 // take the CPU the lease renewals need.
@@ -68,7 +72,10 @@ func (r *Runner) caughtUp(ctx context.Context) (bool, error) {
 	for _, l := range leases {
 		finished[l.ShardID] = l.State == shardmap.StateFinished
 	}
-	hd := r.cfg.Source.(source.Header)
+	hd, _ := r.cfg.Source.(source.Header)
+	if hd == nil && !r.probeDue() {
+		return false, nil
+	}
 	done := true
 	var stopped []string
 	for _, sh := range shards {
@@ -81,6 +88,14 @@ func (r *Runner) caughtUp(ctx context.Context) (bool, error) {
 		}
 		if c.Stopped != "" {
 			stopped = append(stopped, fmt.Sprintf("shard %s: %s", sh.ID, c.Stopped))
+			continue
+		}
+		if hd == nil {
+			if !done || sh.Closed {
+				done = false // a closed shard is caught up once its owner finished it
+				continue
+			}
+			done = r.probeCaughtUp(ctx, sh.ID, c.Seq)
 			continue
 		}
 		head, err := hd.Head(ctx, sh.ID)
@@ -131,4 +146,38 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// ProbeInterval is the least time between two rounds of probes of the until-caught-up watcher
+// over a source without a Header (Kinesis: a GetShardIterator and a GetRecords per shard not
+// owned by this worker, against the shard's quota of 5 reads a second shared with its reader).
+const ProbeInterval = time.Second
+
+// probeDue reports whether a round of probes may start now, and if so starts it.
+func (r *Runner) probeDue() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now := time.Now(); now.Sub(r.lastProbe) >= ProbeInterval {
+		r.lastProbe = now
+		return true
+	}
+	return false
+}
+
+// probeCaughtUp reports whether shard id is caught up at cursor: by the last read when this
+// worker owns it, else by a probe of the source. A probe error counts as "not yet" (a shard
+// gone since the listing, past the retention, is dropped by the next listing).
+func (r *Runner) probeCaughtUp(ctx context.Context, id, cursor string) bool {
+	r.mu.Lock()
+	s, own := r.shards[id]
+	r.mu.Unlock()
+	if own {
+		return s.caughtUp.Load()
+	}
+	p, err := r.cfg.Source.(source.Prober).Probe(ctx, id, cursor)
+	if err != nil {
+		r.log.Debug("probing a shard for until-caught-up", "shard", id, "err", err)
+		return false
+	}
+	return p.CaughtUp()
 }

@@ -50,7 +50,7 @@ func chain2[T, U any](a, b func(T, U)) func(T, U) {
 // TraceRecord is one line TraceHooks writes.
 type TraceRecord struct {
 	Time       time.Time `json:"time"`
-	Event      string    `json:"event"` // open, batch, flush, handler_error, dead_letter, replayed, replay_failed, stopped, lease, log_dropped
+	Event      string    `json:"event"` // open, batch, flush, handler_error, dead_letter, replayed, replay_failed, stopped, lease, log_dropped, lag
 	Projection string    `json:"projection"`
 	Shard      string    `json:"shard"`
 	Epoch      int64     `json:"epoch"`
@@ -69,12 +69,22 @@ type TraceRecord struct {
 	Micros     int64     `json:"us,omitempty"`      // batch: handler time
 	Dropped    uint64    `json:"dropped,omitempty"` // log_dropped: guest log lines dropped by the last handler call
 	Total      uint64    `json:"total,omitempty"`   // log_dropped: ... by the shard's handler so far
+	// lag (LagInfo; -1 unknown): written when a shard's lag first comes, reaches 0 or leaves
+	// it, and otherwise at most every TraceLagEvery while it changes.
+	MillisBehind *int64 `json:"millis_behind,omitempty"`
+	EventsBehind *int64 `json:"events_behind,omitempty"`
 }
+
+// TraceLagEvery is the least time between two lag records of one shard acquisition in a trace
+// while the lag changes without reaching or leaving 0 (a record per read would double a
+// busy trace).
+const TraceLagEvery = time.Second
 
 // TraceHooks returns hooks that write every open, batch, flush, handler error, dead letter,
 // replay, stop, lease and dropped-guest-log event as one JSON object per line (TraceRecord) to w — what `projhost run
 // --trace FILE` writes, so that tests and tools outside the process observe the core without
-// parsing log text. Lag is not traced. Writes are serialised; write errors are ignored.
+// parsing log text. Lag is sampled (TraceLagEvery; every change to or from 0). Writes are
+// serialised; write errors are ignored.
 func TraceHooks(w io.Writer) Hooks {
 	var mu sync.Mutex
 	enc := json.NewEncoder(w)
@@ -87,7 +97,35 @@ func TraceHooks(w io.Writer) Hooks {
 	base := func(ev string, s ShardInfo) TraceRecord {
 		return TraceRecord{Event: ev, Projection: s.Projection, Shard: s.ShardID, Epoch: s.Epoch}
 	}
+	type lagKey struct {
+		shard string
+		epoch int64
+	}
+	type lagSeen struct {
+		at     time.Time
+		ms, ev int64
+	}
+	var lagMu sync.Mutex
+	lags := map[lagKey]lagSeen{}
 	return Hooks{
+		Lag: func(i LagInfo) {
+			k, now := lagKey{i.ShardID, i.Epoch}, time.Now()
+			lagMu.Lock()
+			last, ok := lags[k]
+			zero := func(ms, ev int64) bool { return ms <= 0 && ev <= 0 }
+			due := !ok || zero(last.ms, last.ev) != zero(i.MillisBehind, i.EventsBehind) ||
+				(now.Sub(last.at) >= TraceLagEvery && (last.ms != i.MillisBehind || last.ev != i.EventsBehind))
+			if due {
+				lags[k] = lagSeen{now, i.MillisBehind, i.EventsBehind}
+			}
+			lagMu.Unlock()
+			if due {
+				r := base("lag", i.ShardInfo)
+				ms, ev := i.MillisBehind, i.EventsBehind
+				r.MillisBehind, r.EventsBehind = &ms, &ev
+				put(r)
+			}
+		},
 		Opened: func(i OpenInfo) {
 			r := base("open", i.ShardInfo)
 			r.Seq, r.Error = i.Seq, i.Stopped

@@ -14,6 +14,7 @@ import (
 
 	"github.com/projhost/projhost/internal/dynamotest"
 	"github.com/projhost/projhost/internal/e2esuite"
+	"github.com/projhost/projhost/internal/kinesistest"
 )
 
 var binPath string
@@ -29,7 +30,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building projhost: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := dynamotest.Run(m) // dynalite unless $PROJHOST_DYNAMODB_ENDPOINT
+	// dynalite unless $PROJHOST_DYNAMODB_ENDPOINT; kinesis-local unless $PROJHOST_KINESIS_ENDPOINT.
+	code := kinesistest.RunFunc(func() int { return dynamotest.Run(m) })
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

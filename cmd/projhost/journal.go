@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -73,16 +72,11 @@ and says how many events went in.`,
 			if err != nil {
 				return err
 			}
-			var in io.Reader = cmd.InOrStdin()
-			name := "stdin"
-			if len(args) == 1 && args[0] != "-" {
-				f, err := os.Open(args[0])
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				in, name = f, args[0]
+			in, name, closeIn, err := openInput(cmd, args)
+			if err != nil {
+				return err
 			}
+			defer closeIn()
 			j, err := openJournal(adata, journal.Open, opts...)
 			if err != nil {
 				return err

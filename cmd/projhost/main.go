@@ -11,8 +11,11 @@ import (
 	"runtime/pprof"
 	"strings"
 
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
 	"github.com/projhost/projhost/local"
 	"github.com/projhost/projhost/source/journal"
+	kinesissrc "github.com/projhost/projhost/source/kinesis"
 )
 
 func main() {
@@ -50,6 +53,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func hint(err error) string {
 	if errors.Is(err, local.ErrBusy) || errors.Is(err, journal.ErrBusy) {
 		return " | continue (kill -CONT) or stop the process holding the lock, or wait longer with --busy-timeout"
+	}
+	var nf *kinesistypes.ResourceNotFoundException
+	if errors.Is(err, kinesissrc.ErrStreamNotFound) || errors.As(err, &nf) {
+		return " | check --stream, --region and --kinesis-endpoint, or create the stream: projhost kinesis create --stream NAME --shards N"
 	}
 	return ""
 }

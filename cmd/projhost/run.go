@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 func init() {
 	var sf storeFlags
+	var srcf sourceFlags
 	var name, handler, workerID, logLevel string
 	var cfg container.Config
 	var onError, trace string
@@ -34,7 +36,7 @@ func init() {
 	var memLimit string
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Run a projection's WASM handler over the local journal (one worker; start several to share the shards)",
+		Short: "Run a projection's WASM handler over the local journal or a Kinesis stream (one worker; start several to share the shards)",
 		Long: `Run is one worker of projection --name. It takes shard leases (sharing them with every other
 worker of the same projection on the same store), projects each owned shard's events through the
 handler into the read model, and saves cursors in batches. SIGINT/SIGTERM finish the current batch,
@@ -44,11 +46,23 @@ Every worker of one --name must run the same handler: each lease records its own
 (sha256 of the --handler file). A worker whose module differs from a live worker's takes no lease
 and exits 1 (within about one --lease-duration), naming both modules and that worker. To deploy a
 new handler, stop every worker (gracefully: the new one then starts at once; after a crash, once
-the old leases expire) and start them with it, or run it under another --name.`,
+the old leases expire) and start them with it, or run it under another --name.
+
+--source kinesis reads a Kinesis Data Streams stream (--stream NAME|ARN) instead of the local
+journal: shards from ListShards, re-listed every 10s (a child shard starts once every parent
+is finished), GetRecords paced under the per-shard quotas, cursors AFTER_SEQUENCE_NUMBER;
+shards without a cursor start at --initial-position. --data is then only the embedded store's
+directory (with --store dynamodb nothing is kept in files, and --data is refused).
+--until-caught-up then means: every closed shard finished, every open shard read to its tip
+(an empty GetRecords with MillisBehindLatest 0 after its saved cursor; other workers' shards
+are probed at most once a second), and no dead-letter replay pending.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" || handler == "" {
 				return fmt.Errorf("--name and --handler are required")
+			}
+			if err := srcf.check(cmd, &sf); err != nil {
+				return err
 			}
 			if deadline < 0 || deadline > 0 && deadline < time.Millisecond {
 				return fmt.Errorf("--batch-deadline must be at least 1ms")
@@ -86,15 +100,11 @@ the old leases expire) and start them with it, or run it under another --name.`,
 		if err != nil {
 			return fmt.Errorf("reading handler: %w", err)
 		}
-		jopts, err := sf.journalOptions()
+		src, err := srcf.open(ctx, &sf, journal.Open, logger)
 		if err != nil {
 			return err
 		}
-		j, err := openJournal(sf.data, journal.Open, jopts...)
-		if err != nil {
-			return err
-		}
-		defer j.Close()
+		defer src.close()
 		st, err := sf.open(ctx)
 		if err != nil {
 			return err
@@ -127,7 +137,9 @@ the old leases expire) and start them with it, or run it under another --name.`,
 			defer f.Close()
 			c.Hooks = projection.Chain(c.Hooks, projection.TraceHooks(f))
 		}
-		c.Source, c.Stores, c.Modules = j, st.Stores, projection.Fixed(mod)
+		lags := &lagTracker{}
+		c.Hooks = projection.Chain(c.Hooks, projection.Hooks{Lag: lags.record})
+		c.Source, c.Stores, c.Modules = src.Source, st.Stores, projection.Fixed(mod)
 		c.ModuleID = container.ModuleID(wasm)
 		r, err := container.New(c)
 		if err != nil {
@@ -138,7 +150,7 @@ the old leases expire) and start them with it, or run it under another --name.`,
 			progressDone = make(chan struct{})
 			pctx, cancel := context.WithCancel(ctx)
 			defer func() { cancel(); <-progressDone }()
-			go progress(pctx, os.Stderr, r, j, st, name, progressDone)
+			go progress(pctx, os.Stderr, r, src.header, lags, st, name, progressDone)
 		}
 		start := time.Now()
 		started = true
@@ -151,10 +163,11 @@ the old leases expire) and start them with it, or run it under another --name.`,
 		return nil
 	}
 	sf.register(cmd)
+	srcf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&name, "name", "", "projection name (workers with the same name share its shards)")
 	f.StringVar(&handler, "handler", "", "handler module (.wasm, projhost ABI v1)")
-	f.BoolVar(&cfg.UntilCaughtUp, "until-caught-up", false, "exit 0 once every shard's cursor reaches the journal's end")
+	f.BoolVar(&cfg.UntilCaughtUp, "until-caught-up", false, "exit 0 once every shard is caught up: its cursor at the journal's end, or, with --source kinesis, read to the tip (MillisBehindLatest 0) and closed shards finished")
 	f.IntVar(&cfg.BatchSize, "batch-size", container.DefaultBatchSize, "max events per handler call")
 	f.DurationVar(&cfg.BatchWait, "batch-wait", container.DefaultBatchWait, "max wait for a batch to fill (an idle shard is then read less often: this, doubling, up to once a second)")
 	f.IntVar(&cfg.CursorEveryEvents, "cursor-every-events", projection.DefaultCursorEveryEvents, "save the cursor (with the documents handled since the last save) after this many events")
@@ -167,12 +180,13 @@ the old leases expire) and start them with it, or run it under another --name.`,
 	f.DurationVar(&deadline, "batch-deadline", 0, "per-batch deadline of the handler (default 5s; ignored with --trusted)")
 	f.StringVar(&memLimit, "memory-limit", host.DefaultMemoryLimit, "cap on each handler instance's memory, in binary units, a multiple of 64KiB (e.g. 64MiB, 1GiB; at most 4GiB); one instance per owned shard, so a worker may hold shards x this")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&trace, "trace", "", "append every shard open, batch, cursor save, handler error, dead letter, replay, stop and lease event to this file as JSON lines (projection.TraceRecord; for tools and tests)")
+	f.StringVar(&trace, "trace", "", "append every shard open, batch, cursor save, handler error, dead letter, replay, stop and lease event, and the lag (sampled: projection.TraceLagEvery), to this file as JSON lines (projection.TraceRecord; for tools and tests)")
 	rootCmd.AddCommand(cmd)
 }
 
-// progress prints events/s and lag once a second on a terminal.
-func progress(ctx context.Context, w io.Writer, r *container.Runner, hd source.Header, st *stores, name string, done chan struct{}) {
+// progress prints events/s and lag once a second on a terminal: in events from the journal's
+// heads (hd), else the largest MillisBehindLatest of the owned shards (lags).
+func progress(ctx context.Context, w io.Writer, r *container.Runner, hd source.Header, lags *lagTracker, st *stores, name string, done chan struct{}) {
 	defer close(done)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -187,6 +201,10 @@ func progress(ctx context.Context, w io.Writer, r *container.Runner, hd source.H
 			s := r.Stats()
 			rate := float64(s.Events-last) / now.Sub(lastT).Seconds()
 			last, lastT = s.Events, now
+			if hd == nil {
+				fmt.Fprintf(w, "\r\033[K%d shards  %d events  %.0f events/s  lag %s", len(r.Owned()), s.Events, rate, lags.max(r.Owned()))
+				continue
+			}
 			lag := int64(0)
 			for _, id := range r.Owned() {
 				if l, err := shardLag(ctx, hd, st, name, id); err == nil {
@@ -235,4 +253,35 @@ func gracefulContext(parent context.Context, logger *slog.Logger) (context.Conte
 		os.Exit(130)
 	}()
 	return ctx, func() { signal.Stop(ch); cancel() }
+}
+
+// lagTracker keeps each shard's last MillisBehind (projection.Hooks.Lag), for progress.
+type lagTracker struct {
+	mu sync.Mutex
+	ms map[string]int64
+}
+
+func (l *lagTracker) record(i projection.LagInfo) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ms == nil {
+		l.ms = map[string]int64{}
+	}
+	l.ms[i.ShardID] = i.MillisBehind
+}
+
+// max returns the largest lag of shards as "N ms behind", or "unknown".
+func (l *lagTracker) max(shards []string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := int64(-1)
+	for _, id := range shards {
+		if v, ok := l.ms[id]; ok {
+			m = max(m, v)
+		}
+	}
+	if m < 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%d ms behind", m)
 }

@@ -5,14 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/projhost/projhost/deadletter"
+	"github.com/projhost/projhost/shardmap"
 	"github.com/projhost/projhost/source"
 	"github.com/projhost/projhost/source/journal"
+	"github.com/projhost/projhost/source/kinesis"
 	"github.com/projhost/projhost/store/sqlite"
 )
 
@@ -30,8 +33,16 @@ type shardStatus struct {
 	Epoch      int64  `json:"epoch"`
 	Cursor     string `json:"cursor"`
 	Head       string `json:"head"`
-	LagEvents  int64  `json:"lag_events"` // -1 when the cursor is beyond the head (see Problem)
-	Problem    string `json:"problem,omitempty"`
+	LagEvents  int64  `json:"lag_events"` // -1 when unknown (Kinesis) or the cursor is beyond the head (see Problem)
+	// LagMillis (Kinesis) is MillisBehindLatest at the cursor (a probe: GetShardIterator
+	// AFTER_SEQUENCE_NUMBER the cursor, GetRecords Limit 1); -1 when the server did not say; 0
+	// for a finished shard; absent for the journal.
+	LagMillis *int64 `json:"lag_ms,omitempty"`
+	// RecordsBehind (Kinesis): the probe found a record after the cursor.
+	RecordsBehind *bool `json:"records_behind,omitempty"`
+	// Closed: the shard was split or merged (no new records); its lease is FINISHED once read.
+	Closed  bool   `json:"closed,omitempty"`
+	Problem string `json:"problem,omitempty"`
 	// Stopped is why the stop error policy stopped the shard ("" = not stopped); State is then
 	// "STOPPED" until `projhost resume`.
 	Stopped string `json:"stopped,omitempty"`
@@ -41,23 +52,29 @@ type shardStatus struct {
 
 func init() {
 	var sf storeFlags
+	var srcf sourceFlags
 	var name string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show each shard's lease owner, cursor, journal head and lag in events",
-		Args:  cobra.NoArgs,
+		Short: "Show each shard's lease owner, cursor, journal head and lag in events (Kinesis: lag in ms)",
+		Long: `Status shows each shard's lease owner and state, cursor and dead letters, and its lag: for the
+local journal the head and the events behind; with --source kinesis MillisBehindLatest at the
+saved cursor, from one GetShardIterator AFTER_SEQUENCE_NUMBER the cursor and one GetRecords of
+Limit 1 per unfinished shard (status runs outside the workers; these calls count against the
+shard's read quota of 5 a second like a worker's), and whether a record follows the cursor
+(Kinesis cannot tell how many).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			jopts, err := sf.journalOptions()
+			if err := srcf.check(cmd, &sf); err != nil {
+				return err
+			}
+			j, err := srcf.open(ctx, &sf, journal.OpenReadOnly, nil)
 			if err != nil {
 				return err
 			}
-			j, err := openJournal(sf.data, journal.OpenReadOnly, jopts...)
-			if err != nil {
-				return err
-			}
-			defer j.Close()
+			defer j.close()
 			// Read-only: status answers while a paused worker holds the store's write lock, and
 			// on a read-only directory. The journal exists, so this is a data dir: no store yet
 			// means no projection ran.
@@ -120,7 +137,13 @@ func init() {
 					if c.Stopped != "" {
 						row.State, row.Stopped = "STOPPED", c.Stopped
 					}
-					if row.Head, err = j.Head(ctx, sh.ID); err != nil {
+					row.Closed = sh.Closed
+					if j.header == nil {
+						probeRow(ctx, j.kinesis, &row)
+						rows = append(rows, row)
+						continue
+					}
+					if row.Head, err = j.header.Head(ctx, sh.ID); err != nil {
 						return err
 					}
 					// A child of a split or merge numbers its events after its parents'.
@@ -150,6 +173,13 @@ func init() {
 				return nil
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			if j.header == nil {
+				if err := kinesisTable(tw, rows); err != nil {
+					return err
+				}
+				printStopped(cmd.OutOrStdout(), rows)
+				return nil
+			}
 			fmt.Fprintln(tw, "PROJECTION\tSHARD\tOWNER\tSTATE\tEPOCH\tCURSOR\tHEAD\tDEAD LETTERS\tLAG (events)")
 			var total int64
 			for _, r := range rows {
@@ -169,18 +199,68 @@ func init() {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			for _, r := range rows {
-				if r.Stopped != "" {
-					fmt.Fprintf(cmd.OutOrStdout(), "STOPPED %s shard %s: %s\n  resume with: projhost resume --name %s --shard %s\n", r.Projection, r.Shard, escapeText(r.Stopped), r.Projection, r.Shard)
-				}
-			}
+			printStopped(cmd.OutOrStdout(), rows)
 			return nil
 		},
 	}
 	sf.register(cmd)
+	srcf.register(cmd)
 	cmd.Flags().StringVar(&name, "name", "", "projection name (default: every projection in the store)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON lines instead of a table")
 	rootCmd.AddCommand(cmd)
+}
+
+// printStopped prints how to resume each stopped shard of rows.
+func printStopped(w io.Writer, rows []shardStatus) {
+	for _, r := range rows {
+		if r.Stopped != "" {
+			fmt.Fprintf(w, "STOPPED %s shard %s: %s\n  resume with: projhost resume --name %s --shard %s\n", r.Projection, r.Shard, escapeText(r.Stopped), r.Projection, r.Shard)
+		}
+	}
+}
+
+// probeRow fills in a Kinesis shard's lag: 0 for a finished lease, else a probe at the cursor.
+func probeRow(ctx context.Context, k *kinesis.Source, row *shardStatus) {
+	row.LagEvents = -1
+	if row.State == string(shardmap.StateFinished) {
+		row.LagMillis, row.RecordsBehind = new(int64), new(bool)
+		return
+	}
+	p, err := k.Probe(ctx, row.Shard, row.Cursor)
+	if err != nil {
+		row.Problem = err.Error()
+		return
+	}
+	row.LagMillis, row.RecordsBehind = &p.MillisBehind, &p.More
+}
+
+// kinesisTable prints the rows of a Kinesis projection: lag in ms, and whether records follow.
+func kinesisTable(tw *tabwriter.Writer, rows []shardStatus) error {
+	fmt.Fprintln(tw, "PROJECTION\tSHARD\tOWNER\tSTATE\tEPOCH\tCURSOR\tDEAD LETTERS\tLAG (ms)\tBEHIND")
+	var most int64
+	for _, r := range rows {
+		state := orDash(r.State)
+		if r.Closed && r.State != string(shardmap.StateFinished) {
+			state += " (closed)"
+		}
+		lag, behind := "-", "-"
+		switch {
+		case r.Problem != "":
+			lag = "ERROR: " + r.Problem
+		case r.LagMillis != nil:
+			lag = fmt.Sprint(*r.LagMillis)
+			most = max(most, *r.LagMillis)
+			behind = "caught up"
+			if *r.RecordsBehind {
+				behind = "records follow"
+			} else if *r.LagMillis > 0 {
+				behind = "behind (empty stretch)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", r.Projection, r.Shard, orDash(r.Owner), state, r.Epoch, orDash(r.Cursor), r.DeadLetters, lag, behind)
+	}
+	fmt.Fprintf(tw, "\t\t\t\t\t\tmost\t%d\t\n", most)
+	return tw.Flush()
 }
 
 func orDash(s string) string {

@@ -30,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/projhost/projhost/internal/kinesisadmin"
 	"github.com/projhost/projhost/internal/localserver"
 	kinesissrc "github.com/projhost/projhost/source/kinesis"
 )
@@ -46,6 +47,10 @@ func Main(m *testing.M) { os.Exit(Run(m)) }
 
 // Run is Main without the exit, for a TestMain with more to clean up: it returns the exit code.
 func Run(m *testing.M) int { return harness.Run(m) }
+
+// RunFunc is Run around run: a TestMain that needs another server too calls
+// kinesistest.RunFunc(func() int { return dynamotest.Run(m) }).
+func RunFunc(run func() int) int { return harness.RunFunc(run) }
 
 // Endpoint returns the server's endpoint URL, or skips t when there is none.
 func Endpoint(t testing.TB) string {
@@ -98,30 +103,10 @@ func Stream(t testing.TB, c *kinesis.Client, shards int) (name, arn string) {
 	return name, arn
 }
 
-// PollInterval is how often WaitActive asks for the stream's status.
-const PollInterval = 20 * time.Millisecond
-
-// WaitActive polls DescribeStreamSummary every PollInterval until the stream is ACTIVE (the
-// SDK's waiter waits 10 s at least) and returns its ARN. Errors: the stream is DELETING or does
-// not exist, a call failed, or ctx ended first.
+// WaitActive is kinesisadmin.WaitActive: it polls DescribeStreamSummary until the stream is
+// ACTIVE (the SDK's waiter waits 10 s at least) and returns its ARN.
 func WaitActive(ctx context.Context, c *kinesis.Client, stream string) (arn string, err error) {
-	for {
-		out, err := c.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
-		if err != nil {
-			return "", fmt.Errorf("describe stream %s: %w", stream, err)
-		}
-		switch d := out.StreamDescriptionSummary; d.StreamStatus {
-		case types.StreamStatusActive:
-			return aws.ToString(d.StreamARN), nil
-		case types.StreamStatusDeleting:
-			return "", fmt.Errorf("stream %s is being deleted", stream)
-		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("stream %s not ACTIVE: %w", stream, ctx.Err())
-		case <-time.After(PollInterval):
-		}
-	}
+	return kinesisadmin.WaitActive(ctx, c, stream)
 }
 
 // PutBatch is the most records one PutRecords call takes (Kinesis Data Streams API reference).

@@ -125,7 +125,11 @@ type Harness struct {
 // Run finds or starts the server, runs the tests, stops a server it started, and returns the
 // tests' exit code. When no server can be had, tests calling Endpoint are skipped — unless
 // CI=true, where Run returns 1 without running them.
-func (h *Harness) Run(m *testing.M) int {
+func (h *Harness) Run(m *testing.M) int { return h.RunFunc(m.Run) }
+
+// RunFunc is Run around run (m.Run, or another harness's Run of it: one TestMain with two
+// servers).
+func (h *Harness) RunFunc(run func() int) int {
 	stop, err := h.setup()
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -134,7 +138,7 @@ func (h *Harness) Run(m *testing.M) int {
 		}
 		h.skipReason = err.Error()
 	}
-	code := m.Run()
+	code := run()
 	if stop != nil {
 		stop()
 	}

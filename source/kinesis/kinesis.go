@@ -42,7 +42,7 @@
 //
 // Batch.MillisBehind is GetRecords' MillisBehindLatest (-1 when absent); Batch.EventsBehind is
 // -1: Kinesis cannot tell how many records follow. *Source is not a source.Header for the same
-// reason.
+// reason; it is a source.Prober (Probe: the lag of a saved cursor, from any process).
 //
 // # Cursors older than the retention period
 //
