@@ -147,7 +147,7 @@ shard's read quota of 5 a second like a worker's), and whether a record follows 
 						return err
 					}
 					// A child of a split or merge numbers its events after its parents'.
-					start, err := journalStart(ctx, j, sh.ID)
+					start, err := journalStart(ctx, j.header, sh.ID)
 					if err != nil {
 						return err
 					}
