@@ -387,8 +387,14 @@ func TestReplayItemLayout(t *testing.T) {
 	if err := e.s.Apply(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	if g, u := e.api.reset(); g != 2 || u != 1+2 {
-		t.Errorf("repeated replay Apply: %d GetItem + %d UpdateItem, want 2 + 3 (both items skipped after the read-back)", g, u)
+	// Both items are skipped after examining them: read back, unless the server returned them
+	// with the failed condition (DynamoDB Local, AWS).
+	var readBack int64 = 2
+	if returnsItemOnConditionFailure(t, e.env) {
+		readBack = 0
+	}
+	if g, u := e.api.reset(); g != readBack || u != 1+2 {
+		t.Errorf("repeated replay Apply: %d GetItem + %d UpdateItem, want %d + 3 (both items skipped)", g, u, readBack)
 	}
 	e.expect(t, "c", "old", `{"n":2}`)
 	e.expect(t, "c", "new", `{"n":1}`)
