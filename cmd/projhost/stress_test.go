@@ -17,7 +17,7 @@ func leasesOnly(r faultproxy.Request) bool {
 
 func anyOp(faultproxy.Request) bool { return true }
 
-// TestDynamoBreak9 runs break9's adversarial runs of issue 9 (internal/e2esuite/break9.go):
+// TestDynamoBreak9 runs break9's adversarial runs of issue 9 (internal/e2esuite/stress.go):
 // other fault rates and kinds than TestDynamoAmbiguous (every 2nd write, drops, faults on reads
 // too, faults cycling), three workers, a kill -9 during a fault storm, every write faulted while
 // the workers stop, lease writes delayed past the lease duration (one worker's, or everyone's),
