@@ -81,7 +81,7 @@ func Ambiguous(t *testing.T, bin string, b Backend, runs []AmbiguousRun) {
 	rates := map[string]float64{}
 	for _, r := range runs {
 		t.Run(r.Name, func(t *testing.T) {
-			if rate, ok := ambiguousRun(t, newEnv(t, bin, b), r); ok {
+			if rate, ok := ambiguousRun(t, newEnv(t, bin, b, Journal()), r); ok {
 				rates[r.Name] = rate
 			}
 		})

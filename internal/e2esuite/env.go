@@ -27,48 +27,55 @@ import (
 // Projection is the name every case projects under.
 const Projection = "flights"
 
-// Env is one case's world: a journal with its data directory, the backend's store, the
-// workers started, and what the case observed.
+// Env is one case's world: a stream (the journal in a data directory, or Kinesis), the
+// backend's store, the workers started, and what the case observed.
 type Env struct {
 	t       *testing.T
 	bin     string
 	backend Backend
 	Dir     string // --data: the journal (and the embedded store)
 	Store   Store
+	stream  stream
+	initial []string // the shards Create made, in order
 	shards  []string // guarded by mu (Reshard adds shards while the cursor watch reads them)
 
 	stOnce sync.Once
 	st     *store.Stores
-	jOnce  sync.Once
-	j      *journal.Journal
 
 	mu      sync.Mutex
 	workers []*Worker
 	watch   *cursorWatch
 }
 
-func newEnv(t *testing.T, bin string, b Backend) *Env {
+func newEnv(t *testing.T, bin string, b Backend, s Stream) *Env {
 	t.Helper()
 	dir := t.TempDir()
 	e := &Env{t: t, bin: bin, backend: b, Dir: dir}
 	e.Store = b.NewStore(t, dir, e.Projhost)
+	e.stream = s.open(t, e)
 	t.Cleanup(e.cleanup)
 	return e
 }
 
-// Create makes the journal with n shards and starts watching the projection's cursors.
+// Create makes the stream with n shards and starts watching the projection's cursors.
 func (e *Env) Create(n int) {
 	e.t.Helper()
-	e.Projhost("journal", "create", "--data", e.Dir, "--shards", fmt.Sprint(n))
+	ids := e.stream.create(n)
 	e.mu.Lock()
-	for i := range n {
-		e.shards = append(e.shards, journal.ShardID(i))
-	}
+	e.initial = ids
+	e.shards = slices.Clone(ids)
 	e.mu.Unlock()
 	e.watch = e.watchCursors()
 }
 
-// Shards are the journal's shard ids, open and closed (parents before children).
+// ShardAt is the i-th shard Create made (in hash key order).
+func (e *Env) ShardAt(i int) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.initial[i]
+}
+
+// Shards are the stream's shard ids, open and closed (parents before children).
 func (e *Env) Shards() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -79,18 +86,6 @@ func (e *Env) Shards() []string {
 func (e *Env) Stores() *store.Stores {
 	e.stOnce.Do(func() { e.st = e.Store.Open(e.t) })
 	return e.st
-}
-
-func (e *Env) journal() *journal.Journal {
-	e.jOnce.Do(func() {
-		j, err := journal.Open(e.Dir)
-		if err != nil {
-			e.t.Fatalf("opening the journal: %v", err)
-		}
-		e.j = j
-		e.t.Cleanup(func() { j.Close() })
-	})
-	return e.j
 }
 
 // Projhost runs a projhost command to completion and returns its stdout; it fails the case
@@ -113,10 +108,10 @@ func (e *Env) run(args ...string) (string, string, error) {
 	return stdout.String(), stderr.String(), err
 }
 
-// With returns args followed by the case's --data and store flags (for the commands that take
-// a store: run, status, query, deadletters, resume).
+// With returns args followed by the case's stream flags (--data for the journal) and store
+// flags (for the commands that take a store: run, status, query, deadletters, resume).
 func (e *Env) With(args ...string) []string {
-	return append(append(slices.Clone(args), "--data", e.Dir), e.Store.Flags()...)
+	return append(append(slices.Clone(args), e.stream.flags()...), e.Store.Flags()...)
 }
 
 // CLI runs a store command (With) and returns its stdout.
@@ -129,7 +124,7 @@ func (e *Env) CLI(args ...string) string {
 // the malformed form (flightcheck.Flight.QuotedJSON).
 func (e *Env) Append(fs []flightcheck.Flight, quoted ...int) {
 	e.t.Helper()
-	e.Projhost("journal", "append", "--data", e.Dir, "--key-field", "origin", e.flightsFile(fs, quoted...))
+	e.Projhost(e.stream.appendArgs(e.flightsFile(fs, quoted...))...)
 }
 
 // AppendChunks appends fs in n chunks, pause apart, in the background; the channel closes
@@ -144,7 +139,7 @@ func (e *Env) AppendChunks(fs []flightcheck.Flight, n int, pause time.Duration) 
 	go func() {
 		defer close(done)
 		for i, p := range files {
-			if _, errOut, err := e.run("journal", "append", "--data", e.Dir, "--key-field", "origin", p); err != nil {
+			if _, errOut, err := e.run(e.stream.appendArgs(p)...); err != nil {
 				e.t.Errorf("append chunk %d: %v: %s", i, err, errOut)
 				return
 			}
@@ -181,13 +176,9 @@ func (e *Env) flightsFile(fs []flightcheck.Flight, quoted ...int) string {
 // Heads returns every shard's last sequence number ("" = empty).
 func (e *Env) Heads() map[string]string {
 	e.t.Helper()
-	out := map[string]string{}
-	for _, id := range e.Shards() {
-		h, err := e.journal().Head(context.Background(), id)
-		if err != nil {
-			e.t.Fatalf("head of %s: %v", id, err)
-		}
-		out[id] = h
+	out, err := e.stream.heads(context.Background(), e.Shards())
+	if err != nil {
+		e.t.Fatalf("reading the stream's heads: %v", err)
 	}
 	return out
 }

@@ -202,7 +202,7 @@ func Hostile(t *testing.T, bin string, b Backend, cases []HostileCase) {
 	t.Helper()
 	mod := hostileModule(t)
 	for _, c := range cases {
-		t.Run(c.Name, func(t *testing.T) { runHostile(t, newEnv(t, bin, b), mod, c) })
+		t.Run(c.Name, func(t *testing.T) { runHostile(t, newEnv(t, bin, b, Journal()), mod, c) })
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 // its numbers depend on the machine.
 func Measure(t *testing.T, bin string, b Backend) {
 	t.Run("recovery after kill -9, default lease", func(t *testing.T) {
-		e := newEnv(t, bin, b)
+		e := newEnv(t, bin, b, Journal())
 		fs := flights(t)
 		e.Create(16)
 		ws := map[string]*Worker{}
@@ -61,7 +61,7 @@ func Measure(t *testing.T, bin string, b Backend) {
 	})
 
 	t.Run("events per second, one worker, defaults", func(t *testing.T) {
-		e := newEnv(t, bin, b)
+		e := newEnv(t, bin, b, Journal())
 		fs := flights(t)
 		e.Create(16)
 		e.Append(fs)
@@ -81,7 +81,7 @@ func Measure(t *testing.T, bin string, b Backend) {
 	})
 
 	t.Run("store writes per 100 events", func(t *testing.T) {
-		e := newEnv(t, bin, b)
+		e := newEnv(t, bin, b, Journal())
 		fy, ok := e.Store.(Faulty)
 		if !ok {
 			t.Skip("the store is not reached over HTTP")

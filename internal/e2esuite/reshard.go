@@ -2,10 +2,9 @@ package e2esuite
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"strconv"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -15,31 +14,37 @@ import (
 	"github.com/projhost/projhost/projection"
 	"github.com/projhost/projhost/shardmap"
 	"github.com/projhost/projhost/source"
-	"github.com/projhost/projhost/source/journal"
 )
 
-// Reshard runs `projhost journal split|merge` (args after "journal"; --data is added), adds the
-// children it prints to the case's shards, and returns them with the time the command returned
-// (the change committed before it).
-func (e *Env) Reshard(args ...string) (children []string, at time.Time) {
+// Reshard splits one shard or merges two with the CLI (`journal split|merge` or `kinesis
+// split|merge`; verb is "split" or "merge", more flags in extra), adds the children to the
+// case's shards, and returns them with the time the command returned (the change committed
+// before it). The journal's command prints the children it made: they must be the new shards.
+func (e *Env) Reshard(verb string, shards []string, extra ...string) (children []string, at time.Time) {
 	e.t.Helper()
-	out := e.Projhost(append(append([]string{"journal"}, args...), "--data", e.Dir)...)
+	before := e.sourceShards()
+	args := append(e.stream.reshardArgs(verb, shards), extra...)
+	out := e.Projhost(args...)
 	at = time.Now()
-	for _, l := range lines(out) {
-		children = append(children, strings.Fields(l)[0])
-	}
-	ss, err := e.journal().Shards(context.Background())
-	if err != nil {
-		e.t.Fatalf("listing shards after journal %s: %v", strings.Join(args, " "), err)
-	}
-	ids := make([]string, len(ss))
-	for i, s := range ss {
-		ids[i] = s.ID
-	}
-	for _, c := range children {
-		if !slices.Contains(ids, c) {
-			e.t.Fatalf("journal %s printed the child %q, which the journal does not list: %v", strings.Join(args, " "), c, ids)
+	after := e.sourceShards()
+	var ids []string
+	for _, s := range after {
+		ids = append(ids, s.ID)
+		if !slices.ContainsFunc(before, func(b source.Shard) bool { return b.ID == s.ID }) {
+			children = append(children, s.ID)
 		}
+	}
+	if _, journal := e.stream.(*journalStream); journal {
+		var printed []string
+		for _, l := range lines(out) {
+			printed = append(printed, strings.Fields(l)[0])
+		}
+		if !slices.Equal(printed, children) {
+			e.t.Fatalf("%s printed the children %q; the journal's new shards are %q", strings.Join(args, " "), printed, children)
+		}
+	}
+	if want := map[string]int{"split": 2, "merge": 1}[verb]; len(children) != want {
+		e.t.Fatalf("after %s the stream lists %d new shards, want %d: %v", strings.Join(args, " "), len(children), want, children)
 	}
 	e.mu.Lock()
 	e.shards = ids
@@ -47,10 +52,10 @@ func (e *Env) Reshard(args ...string) (children []string, at time.Time) {
 	return children, at
 }
 
-// sourceShards lists the journal's shards with their lineage.
+// sourceShards lists the stream's shards with their lineage.
 func (e *Env) sourceShards() []source.Shard {
 	e.t.Helper()
-	ss, err := e.journal().Shards(context.Background())
+	ss, err := e.stream.source().Shards(context.Background())
 	if err != nil {
 		e.t.Fatalf("listing shards: %v", err)
 	}
@@ -115,17 +120,14 @@ func (e *Env) CheckLineage() []timed {
 		switch {
 		case r.Event == "batch":
 			hooks.Batch(projection.BatchInfo{ShardInfo: si, FirstSeq: r.FirstSeq, LastSeq: r.LastSeq, Events: r.Events})
-			first, err1 := strconv.ParseInt(r.FirstSeq, 10, 64)
-			last, err2 := strconv.ParseInt(r.LastSeq, 10, 64)
-			if err := errors.Join(err1, err2); err != nil {
-				e.t.Fatalf("batch record of %s with sequence numbers %q..%q: %v", r.Shard, r.FirstSeq, r.LastSeq, err)
+			evs := keys[r.Shard]
+			i := sort.Search(len(evs), func(i int) bool { return cmpSeq(evs[i].Seq, r.FirstSeq) >= 0 })
+			j := sort.Search(len(evs), func(i int) bool { return cmpSeq(evs[i].Seq, r.LastSeq) > 0 })
+			if i == len(evs) || evs[i].Seq != r.FirstSeq || j == 0 || evs[j-1].Seq != r.LastSeq || j-i != r.Events {
+				e.t.Fatalf("a batch of %s covers %s..%s (%d events), which the stream does not hold as such", r.Shard, r.FirstSeq, r.LastSeq, r.Events)
 			}
-			for seq := first; seq <= last; seq++ {
-				k, ok := keys[r.Shard][seq]
-				if !ok {
-					e.t.Fatalf("a batch of %s covers %d, which the journal does not hold", r.Shard, seq)
-				}
-				applied = append(applied, reshardcheck.Applied{Key: k, Shard: r.Shard})
+			for _, ev := range evs[i:j] {
+				applied = append(applied, reshardcheck.Applied{Key: ev.PartitionKey, Shard: r.Shard})
 			}
 		case r.Event == "lease" && r.Kind == string(projection.LeaseFinished):
 			hooks.Lease(projection.LeaseInfo{ShardInfo: si, Event: projection.LeaseFinished})
@@ -145,38 +147,16 @@ func countKeys(as []reshardcheck.Applied) int {
 	return len(m)
 }
 
-// keysBySeq reads every shard of ss to its end: shard -> sequence number -> partition key.
-func (e *Env) keysBySeq(ss []source.Shard) map[string]map[int64]string {
+// keysBySeq reads every shard of ss to its end: its events in order.
+func (e *Env) keysBySeq(ss []source.Shard) map[string][]source.Event {
 	e.t.Helper()
-	ctx := context.Background()
-	out := map[string]map[int64]string{}
-	for _, s := range ss {
-		m := map[int64]string{}
-		out[s.ID] = m
-		r, err := e.journal().Open(ctx, s.ID, "")
-		if err != nil {
-			e.t.Fatalf("opening %s: %v", s.ID, err)
-		}
-		for {
-			b, err := r.Read(ctx, 1000, 0)
-			if errors.Is(err, source.ErrShardEnded) {
-				break
-			}
-			if err != nil {
-				e.t.Fatalf("reading %s: %v", s.ID, err)
-			}
-			if len(b.Events) == 0 {
-				break
-			}
-			for _, ev := range b.Events {
-				seq, err := strconv.ParseInt(ev.Seq, 10, 64)
-				if err != nil {
-					e.t.Fatalf("%s: sequence number %q: %v", s.ID, ev.Seq, err)
-				}
-				m[seq] = ev.PartitionKey
-			}
-		}
-		r.Close()
+	ids := make([]string, len(ss))
+	for i, s := range ss {
+		ids[i] = s.ID
+	}
+	out, err := e.stream.contents(context.Background(), ids)
+	if err != nil {
+		e.t.Fatalf("reading the stream: %v", err)
 	}
 	return out
 }
@@ -230,9 +210,9 @@ func testReshard(t *testing.T, e *Env) {
 	}
 	e.Append(parts[0])
 	e.Eventually("the workers handling events", time.Minute, func() (bool, string) { return batches() > 0, "no batch yet" })
-	split, splitAt := e.Reshard("split", "--shard", journal.ShardID(0))
+	split, splitAt := e.Reshard("split", []string{e.ShardAt(0)})
 	<-e.AppendChunks(parts[1], 5, 100*time.Millisecond)
-	merged, mergeAt := e.Reshard("merge", "--shard", journal.ShardID(2), "--shard", journal.ShardID(3))
+	merged, mergeAt := e.Reshard("merge", []string{e.ShardAt(2), e.ShardAt(3)})
 	appended := e.AppendChunks(parts[2], 5, 200*time.Millisecond)
 	time.Sleep(500 * time.Millisecond)
 	w1.Kill(t)
@@ -254,8 +234,8 @@ func testReshard(t *testing.T, e *Env) {
 		parents  []string
 		children []string
 	}{
-		{"split of " + journal.ShardID(0), splitAt, []string{journal.ShardID(0)}, split},
-		{"merge of " + journal.ShardID(2) + " and " + journal.ShardID(3), mergeAt, []string{journal.ShardID(2), journal.ShardID(3)}, merged},
+		{"split of " + e.ShardAt(0), splitAt, []string{e.ShardAt(0)}, split},
+		{"merge of " + e.ShardAt(2) + " and " + e.ShardAt(3), mergeAt, []string{e.ShardAt(2), e.ShardAt(3)}, merged},
 	} {
 		first, fin := firstBatch(recs, c.children), finishedAt(recs, c.parents)
 		if first.IsZero() || fin.IsZero() {

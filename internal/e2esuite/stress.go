@@ -41,7 +41,7 @@ type StressRun struct {
 // what Ambiguous requires of its runs, and that no (shard, epoch) was acquired by two workers.
 func Stress(t *testing.T, bin string, b Backend, runs []StressRun) {
 	for _, r := range runs {
-		t.Run(r.Name, func(t *testing.T) { stressRun(t, newEnv(t, bin, b), r) })
+		t.Run(r.Name, func(t *testing.T) { stressRun(t, newEnv(t, bin, b, Journal()), r) })
 	}
 }
 
@@ -244,7 +244,7 @@ func checkLossesClassified(t *testing.T, ws []*Worker) (explained, slow int) {
 // replay` (twice), every process reaching the store through a proxy applying rule; the read
 // model must end exact over every flight and every letter replayed exactly once.
 func StressDeadLetters(t *testing.T, bin string, b Backend, n int, rule faultproxy.Rule) {
-	e := newEnv(t, bin, b)
+	e := newEnv(t, bin, b, Journal())
 	fy, ok := e.Store.(Faulty)
 	if !ok {
 		t.Skip("the store is not reached over HTTP")

@@ -1,8 +1,9 @@
 // Package e2esuite is the runner-level end-to-end suite: real `projhost` processes (run,
-// journal, status, deadletters, resume, query) on a local journal, with leases, cursors, read
-// models and dead letters in one backend's store. One suite runs against every backend (the
-// embedded SQLite store, DynamoDB); a backend declares the optional Features it supports, and
-// cases needing an undeclared one are skipped, saying so.
+// journal, kinesis, status, deadletters, resume, query) on a stream — the local journal, or a
+// Kinesis stream on a Kinesis-compatible server (RunOn with Kinesis: the cases that need nothing
+// journal-specific) — with leases, cursors, read models and dead letters in one backend's store.
+// One suite runs against every backend (the embedded SQLite store, DynamoDB); a backend declares
+// the optional Features it supports, and cases needing an undeclared one are skipped, saying so.
 //
 // The workers are observed through their trace files (`projhost run --trace FILE`, JSON lines of
 // projection.TraceRecord: every open, batch, cursor save, handler error, dead letter, replay,
@@ -19,6 +20,7 @@
 // Use it from a test of the package that builds the binary:
 //
 //	func TestE2EEmbedded(t *testing.T) { e2esuite.Run(t, bin, e2esuite.Embedded()) }
+//	func TestKinesisE2E(t *testing.T) { e2esuite.RunOn(t, bin, e2esuite.DynamoDB(ep), e2esuite.Kinesis(kep)) }
 package e2esuite
 
 import (
@@ -65,6 +67,9 @@ func (f Features) names() []string {
 type Backend struct {
 	Name     string
 	Features Features
+	// InDataDir: the store lives in the case's data directory (--data), as the embedded one
+	// does; the commands need --data whatever the stream.
+	InDataDir bool
 	// NewStore makes a fresh, empty store for one case whose journal (and embedded store) lives
 	// in dir; it is removed when t ends. projhost runs a projhost command (failing t on error)
 	// and returns its stdout.
@@ -112,10 +117,15 @@ type Faulty interface {
 type Case = suitekit.Case[*Env]
 
 // Run runs every case against b, each with its own journal and store; bin is the projhost
-// binary.
+// binary. RunOn runs them on another Stream.
 func Run(t *testing.T, bin string, b Backend) {
 	t.Helper()
-	suitekit.Run(t, func(t *testing.T) *Env { return newEnv(t, bin, b) }, Cases(), b.Features.names()...)
+	runCases(t, bin, b, Journal(), Cases())
+}
+
+func runCases(t *testing.T, bin string, b Backend, s Stream, cs []Case) {
+	t.Helper()
+	suitekit.Run(t, func(t *testing.T) *Env { return newEnv(t, bin, b, s) }, cs, b.Features.names()...)
 }
 
 // Cases are the suite's scenarios.

@@ -97,7 +97,8 @@ func (e *Env) Start(id string, spec Spec) *Worker {
 		hp = testwasm.Path(e.t, h)
 	}
 	args := append([]string{"run", "--worker-id", id, "--name", Projection, "--handler", hp,
-		"--trace", w.Trace, "--data", e.Dir}, st...)
+		"--trace", w.Trace}, e.stream.flags()...)
+	args = append(args, st...)
 	args = append(args, spec.Flags...)
 	argv := append(slices.Clone(spec.Wrapper), e.bin)
 	argv = append(argv, args...)
