@@ -80,6 +80,10 @@ func TestMeasureE2E(t *testing.T) {
 	}
 	t.Run("embedded", func(t *testing.T) { e2esuite.Measure(t, binPath, e2esuite.Embedded()) })
 	t.Run("dynamodb", func(t *testing.T) { e2esuite.Measure(t, binPath, e2esuite.DynamoDB(dynamotest.Endpoint(t))) })
+	t.Run("reshard, embedded", func(t *testing.T) { e2esuite.MeasureReshard(t, binPath, e2esuite.Embedded(), e2esuite.Journal()) })
+	t.Run("reshard, dynamodb", func(t *testing.T) {
+		e2esuite.MeasureReshard(t, binPath, e2esuite.DynamoDB(dynamotest.Endpoint(t)), e2esuite.Journal())
+	})
 }
 
 // TestDynamoAmbiguous runs issue 9's scenario (internal/e2esuite/ambiguous.go): two workers

@@ -40,3 +40,13 @@ func TestMain(m *testing.M) {
 func TestKinesisE2E(t *testing.T) {
 	RunOn(t, bin, DynamoDB(dynamotest.Endpoint(t)), Kinesis(kinesistest.Endpoint(t)))
 }
+
+// TestMeasureKinesis reports, asserting none, the time from a split and a merge of an idle
+// Kinesis stream to the children being open (MeasureReshard). Run:
+// PROJHOST_E2E_MEASURE=1 go test ./internal/e2esuite -run TestMeasureKinesis -v
+func TestMeasureKinesis(t *testing.T) {
+	if os.Getenv("PROJHOST_E2E_MEASURE") == "" {
+		t.Skip("set PROJHOST_E2E_MEASURE=1 to measure")
+	}
+	MeasureReshard(t, bin, DynamoDB(dynamotest.Endpoint(t)), Kinesis(kinesistest.Endpoint(t)))
+}

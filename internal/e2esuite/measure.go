@@ -3,6 +3,7 @@ package e2esuite
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -158,4 +159,59 @@ func (cp *countingProxy) snapshot() map[string]int64 {
 		out[k] = v
 	}
 	return out
+}
+
+// MeasureReshard reports, asserting nothing, how long after a split and a merge of a
+// caught-up, idle stream s the children are open on a worker (default flags, two workers):
+// the time for the parents' owners to read them to their end, finish their leases, list the
+// children, take their leases and open them. Then events put to the children are handled, and
+// the read model is checked. Opt-in with Measure.
+func MeasureReshard(t *testing.T, bin string, b Backend, s Stream) {
+	e := newEnv(t, bin, b, s)
+	fs := flights(t)[:4000]
+	e.Create(4)
+	e.Append(fs[:2000])
+	ws := []*Worker{e.Start("w1", Spec{}), e.Start("w2", Spec{})}
+	e.WaitOwners("2/2", 2*time.Minute, func(m map[string]int) bool { return m["w1"] == 2 && m["w2"] == 2 })
+	e.WaitCaughtUp(3 * time.Minute)
+	opened := func(children []string, after time.Time) time.Time {
+		var last time.Time
+		e.Eventually("the children open", 2*time.Minute, func() (bool, string) {
+			left := map[string]bool{}
+			for _, c := range children {
+				left[c] = true
+			}
+			for _, w := range ws {
+				for _, r := range Where(w.Records(t), Is("open")) {
+					if left[r.Shard] && r.Time.After(after) {
+						delete(left, r.Shard)
+						last = later(last, r.Time)
+					}
+				}
+			}
+			return len(left) == 0, fmt.Sprint(left)
+		})
+		return last
+	}
+	time.Sleep(2 * time.Second) // idle: the readers at their slowest
+	split, at := e.Reshard("split", []string{e.ShardAt(0)})
+	t.Logf("%s on %s: split of an idle, caught-up shard: both children open %s after `split` returned",
+		s.Name, b.Name, opened(split, at).Sub(at).Round(time.Millisecond))
+	time.Sleep(2 * time.Second)
+	merged, at := e.Reshard("merge", []string{e.ShardAt(2), e.ShardAt(3)})
+	t.Logf("%s on %s: merge of two idle, caught-up shards: the child open %s after `merge` returned",
+		s.Name, b.Name, opened(merged, at).Sub(at).Round(time.Millisecond))
+	e.Append(fs[2000:])
+	e.WaitCaughtUp(3 * time.Minute)
+	for _, w := range ws {
+		w.Stop(t)
+	}
+	e.Finish(fs)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
