@@ -69,14 +69,19 @@
 //	    event's bytes; the failure times are ms since the Unix epoch, NULL when unknown; state is a
 //	    deadletter.State; replayed_seq is "" until replayed. Sequence numbers have no leading
 //	    zeros, so ORDER BY shard_id, length(seq), seq lists letters in the shard's order.
+//	module_versions(projection TEXT, version INTEGER, sha256 TEXT, size INTEGER, abi INTEGER,
+//	    uploaded_ms INTEGER, note TEXT) PRIMARY KEY (projection, version): registry.Version.
+//	module_active(projection TEXT PRIMARY KEY, version INTEGER, previous INTEGER, counter INTEGER,
+//	    changed_ms INTEGER): registry.Active (no row: never activated).
 //
 // PRAGMA user_version of each file holds the schema version (SchemaVersion). Open upgrades an
 // older projhost.db in place, in one transaction: version 1 -> 2 added the cursors' stopped
 // columns and the deadletters table; 2 -> 3 moved the leases to leases.db (counters and epochs
 // unchanged) and dropped the old table, so an older program still running loses its leases
 // (its writes fail) and older ones refuse to start (ErrSchema); 3 -> 4 added leases.module
-// (leases.db only), so that no older program writes leases without it. A file of a newer version is
-// refused with ErrSchema.
+// (leases.db only), so that no older program writes leases without it; 4 -> 5 added the module
+// registry's tables (module_versions, module_active). A file of a newer version is refused with
+// ErrSchema.
 //
 // # Leases have their own file
 //
@@ -132,7 +137,7 @@ const FileName = "projhost.db"
 const LeaseFileName = "leases.db"
 
 // SchemaVersion is the schema version this package writes (PRAGMA user_version of both files).
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // DefaultBusyTimeout is how long a write waits for another process's write lock by default;
 // MaxBusyTimeout is the longest busy timeout accepted (ValidateBusyTimeout).
@@ -382,6 +387,26 @@ CREATE TABLE deadletters (
 	// 3 -> 4: nothing in projhost.db; leases.db gains the owner's module identity
 	// (leaseModuleDDL, in createTables).
 	"",
+	// 4 -> 5: the module registry (registry.Store: Registry).
+	`
+CREATE TABLE module_versions (
+	projection  TEXT NOT NULL,
+	version     INTEGER NOT NULL,
+	sha256      TEXT NOT NULL,
+	size        INTEGER NOT NULL,
+	abi         INTEGER NOT NULL,
+	uploaded_ms INTEGER NOT NULL,
+	note        TEXT NOT NULL,
+	PRIMARY KEY (projection, version)
+) WITHOUT ROWID;
+CREATE TABLE module_active (
+	projection TEXT NOT NULL PRIMARY KEY,
+	version    INTEGER NOT NULL,
+	previous   INTEGER NOT NULL,
+	counter    INTEGER NOT NULL,
+	changed_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+`,
 }
 
 // leaseTableDDL creates the lease table: in projhost.db up to version 2, in leases.db since.
