@@ -14,6 +14,7 @@ import (
 	"github.com/projhost/projhost/deadletter"
 	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/readmodel"
+	"github.com/projhost/projhost/registry"
 	"github.com/projhost/projhost/shardmap"
 )
 
@@ -48,6 +49,9 @@ type Stores struct {
 	Cursors     cursorstore.Store
 	ReadModel   readmodel.Store
 	DeadLetters deadletter.Store
+	// Registry holds the projections' module versions and active pointers (registry.Store).
+	// Optional: nil where a backend has none (a test's in-memory stores); deploying needs it.
+	Registry registry.Store
 
 	Mode Mode
 	// Committer commits mutations and cursor together (Transactional mode). Its cursors are

@@ -14,7 +14,7 @@ func init() {
 	var sf storeFlags
 	create := &cobra.Command{
 		Use:   "create",
-		Short: "Create the lease, cursor, read-model and dead-letter tables (on-demand billing); existing tables are kept",
+		Short: "Create the lease, cursor, read-model, dead-letter and module-registry tables (on-demand billing); existing tables are kept",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -25,7 +25,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "tables ready: %s %s %s %s\n", n.Leases, n.Cursors, n.ReadModel, n.DeadLetters)
+			fmt.Fprintf(cmd.OutOrStdout(), "tables ready: %s %s %s %s %s\n", n.Leases, n.Cursors, n.ReadModel, n.DeadLetters, n.Modules)
 			return nil
 		},
 	}

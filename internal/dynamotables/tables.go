@@ -9,6 +9,7 @@
 //	prefix+"cursors"    HASH "projection"  RANGE "shard"  one item per (projection, shard) cursor
 //	prefix+"readmodel"  HASH "pk"          RANGE "sk"     documents, tombstones, fences
 //	prefix+"deadletters" HASH "projection" RANGE "sk"     dead letters and their data chunks
+//	prefix+"modules"    HASH "projection"  RANGE "sk"     module registry: versions and the active pointer
 //
 // store/dynamo's package documentation describes the items of each table.
 package dynamotables
@@ -34,6 +35,7 @@ const (
 	LeasesSuffix    = "leases"
 	CursorsSuffix   = "cursors"
 	ReadModelSuffix = "readmodel"
+	ModulesSuffix   = "modules"
 	// DeadLettersSuffix is the longest suffix: it bounds the prefix (see NamesFor).
 	DeadLettersSuffix = "deadletters"
 )
@@ -48,6 +50,8 @@ const (
 	ReadModelSK   = "sk"         // S: document key
 	DeadLettersPK = "projection" // S: projection name
 	DeadLettersSK = "sk"         // S: shard id + "#" + padded sequence number (see store/dynamo)
+	ModulesPK     = "projection" // S: projection name
+	ModulesSK     = "sk"         // S: "v#" + padded version number, or "active" (see store/dynamo)
 )
 
 // ErrBadPrefix is returned for a prefix that cannot form valid DynamoDB table names.
@@ -55,11 +59,13 @@ var ErrBadPrefix = errors.New("dynamotables: invalid table name prefix")
 
 // Names holds the full table names for one prefix.
 type Names struct {
-	Leases, Cursors, ReadModel, DeadLetters string
+	Leases, Cursors, ReadModel, DeadLetters, Modules string
 }
 
 // all returns the table names in the order of Definitions.
-func (n Names) all() []string { return []string{n.Leases, n.Cursors, n.ReadModel, n.DeadLetters} }
+func (n Names) all() []string {
+	return []string{n.Leases, n.Cursors, n.ReadModel, n.DeadLetters, n.Modules}
+}
 
 // tableName is DynamoDB's rule for table names: 3..255 characters of [a-zA-Z0-9_.-]
 // (Amazon DynamoDB Developer Guide, "Service, account, and table quotas").
@@ -74,6 +80,7 @@ func NamesFor(prefix string) (Names, error) {
 		Cursors:     prefix + CursorsSuffix,
 		ReadModel:   prefix + ReadModelSuffix,
 		DeadLetters: prefix + DeadLettersSuffix,
+		Modules:     prefix + ModulesSuffix,
 	}
 	for _, t := range n.all() {
 		if !tableName.MatchString(t) {
@@ -83,8 +90,8 @@ func NamesFor(prefix string) (Names, error) {
 	return n, nil
 }
 
-// Definitions returns the CreateTable inputs of the four tables for prefix, in the order
-// leases, cursors, read model, dead letters. Callers may render them (e.g. into a SAM template) or pass them
+// Definitions returns the CreateTable inputs of the five tables for prefix, in the order
+// leases, cursors, read model, dead letters, modules. Callers may render them (e.g. into a SAM template) or pass them
 // to CreateTable.
 func Definitions(prefix string) ([]*dynamodb.CreateTableInput, error) {
 	n, err := NamesFor(prefix)
@@ -96,6 +103,7 @@ func Definitions(prefix string) ([]*dynamodb.CreateTableInput, error) {
 		definition(n.Cursors, CursorsPK, CursorsSK),
 		definition(n.ReadModel, ReadModelPK, ReadModelSK),
 		definition(n.DeadLetters, DeadLettersPK, DeadLettersSK),
+		definition(n.Modules, ModulesPK, ModulesSK),
 	}, nil
 }
 
@@ -127,7 +135,7 @@ type TableAPI interface {
 var pollDelays = []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond,
 	250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
 
-// CreateTables creates the four tables of prefix and waits until each is ACTIVE. It is
+// CreateTables creates the five tables of prefix and waits until each is ACTIVE. It is
 // idempotent: tables that already exist are left as they are (their key schema is checked).
 // Bound the wait with ctx. Errors: ErrBadPrefix; a table existing with another key schema; any
 // DynamoDB error (wrapped); ctx's error while waiting.
@@ -199,7 +207,7 @@ func keyString(ks []types.KeySchemaElement) []string {
 	return s
 }
 
-// DeleteTables deletes the four tables of prefix; missing tables are not an error. It does not
+// DeleteTables deletes the five tables of prefix; missing tables are not an error. It does not
 // wait for the deletion to finish.
 func DeleteTables(ctx context.Context, client TableAPI, prefix string) error {
 	n, err := NamesFor(prefix)
@@ -226,7 +234,7 @@ type Describer interface {
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 }
 
-// CheckTables reports whether the four tables of prefix exist with projhost's key schema (one
+// CheckTables reports whether the five tables of prefix exist with projhost's key schema (one
 // DescribeTable each). Errors: ErrBadPrefix; ErrNoTables (wrapped, naming the missing tables);
 // a table with another key schema; any other DynamoDB error (wrapped).
 func CheckTables(ctx context.Context, client Describer, prefix string) error {

@@ -104,7 +104,7 @@ func DynamoDB(endpoint string) Backend {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, n := range []string{names.Leases, names.Cursors, names.ReadModel, names.DeadLetters} {
+			for _, n := range []string{names.Leases, names.Cursors, names.ReadModel, names.DeadLetters, names.Modules} {
 				if !strings.Contains(out, n) {
 					t.Fatalf("tables create did not report table %s: %q", n, out)
 				}

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -33,3 +34,6 @@ func intAttr(it map[string]types.AttributeValue, name string) (n int64, ok bool,
 		return 0, false, fmt.Errorf("attribute %s is %T, want N", name, v)
 	}
 }
+
+// nowMs is the wall-clock time in ms since the Unix epoch.
+func nowMs() int64 { return time.Now().UnixMilli() }

@@ -7,7 +7,7 @@
 //
 // Each store can also be made on its own from a client and a table prefix: NewLeaseStore
 // (shardmap.LeaseStore), NewCursorStore (cursorstore.Store), NewReadModel (readmodel.Store and
-// readmodel.WriteClaimer), NewDeadLetters (deadletter.Store). Every store is safe for concurrent
+// readmodel.WriteClaimer), NewDeadLetters (deadletter.Store), NewRegistry (registry.Store). Every store is safe for concurrent
 // use. Reads are strongly consistent. DynamoDB errors are returned after the client's retries
 // (for Open's own client: the SDK's standard retryer with 10 attempts), wrapped with what was
 // being done.
@@ -188,4 +188,17 @@
 // the stored first failure when there was one. A Transition whose condition failed is done
 // when the item read back carries its token (its own applied attempt); otherwise ErrState or
 // ErrNotFound as before.
+//
+// # Modules
+//
+// Registry (registry.Store) keeps, in the modules table, per projection (the hash key), one item
+// per uploaded version, sort key "v#" and its number in 20 digits (attributes sha256, size, abi,
+// uploaded_ms, note, token), and the active pointer, sort key "active" (version, previous,
+// counter, changed_ms, token). Add reads the highest number (a Query of one item, newest
+// first) and puts the next one on attribute_not_exists, moving on to the next number when
+// another Add took it; Activate reads the version item (it must exist) and the pointer, and
+// puts the pointer on its counter (attribute_not_exists for the first). Both write a request
+// token; after a failed condition the item read back holding this call's token is this call's
+// own write (its answer lost), anything else another deploy's (the number taken; a
+// *registry.ConflictError with the pointer stored).
 package dynamo

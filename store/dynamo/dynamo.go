@@ -28,7 +28,8 @@ type Config struct {
 	// Region is the AWS region ("" = from the AWS config; us-east-1 with an Endpoint).
 	Region string
 	// Prefix is the table name prefix ("" = DefaultPrefix); the tables are Prefix+"leases",
-	// Prefix+"cursors", Prefix+"readmodel" and Prefix+"deadletters". See ErrBadPrefix.
+	// Prefix+"cursors", Prefix+"readmodel", Prefix+"deadletters" and Prefix+"modules". See
+	// ErrBadPrefix.
 	Prefix string
 	// Client, when set, is used instead of making one from Endpoint and Region.
 	Client *dynamodb.Client
@@ -84,7 +85,11 @@ func Open(ctx context.Context, cfg Config) (*store.Stores, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &store.Stores{Leases: leases, Cursors: cursors, ReadModel: rm, DeadLetters: dl,
+	reg, err := NewRegistry(c, p)
+	if err != nil {
+		return nil, err
+	}
+	return &store.Stores{Leases: leases, Cursors: cursors, ReadModel: rm, DeadLetters: dl, Registry: reg,
 		Mode: store.Fenced, WriteClaimer: rm, CheckMutation: CheckMutation}, nil
 }
 
