@@ -90,3 +90,11 @@ type Header interface {
 	// Head returns the sequence number of the last event on the shard, "" when empty.
 	Head(ctx context.Context, shardID string) (string, error)
 }
+
+// Tailer is implemented by sources that can give a shard's latest events cheaply (the local
+// journal). A deploy's smoke run handles them (package deploy).
+type Tailer interface {
+	// Tail returns the last n events of the shard (fewer when it holds fewer), oldest first.
+	// Errors: ErrUnknownShard.
+	Tail(ctx context.Context, shardID string, n int) ([]Event, error)
+}

@@ -721,3 +721,35 @@ var (
 	_ source.Source            = (*Journal)(nil)
 	_ source.ByteBoundedReader = (*reader)(nil)
 )
+
+var _ source.Tailer = (*Journal)(nil)
+
+// Tail returns the last n events of the shard (all when it holds fewer; none for n <= 0),
+// oldest first. Errors: source.ErrUnknownShard, SQLite errors.
+func (j *Journal) Tail(ctx context.Context, shardID string, n int) ([]source.Event, error) {
+	st, err := j.shardState(ctx, "tail of", shardID)
+	if err != nil || n <= 0 {
+		return nil, err
+	}
+	after := ""
+	if from := max(st.base, st.head-int64(n)); from > 0 {
+		after = strconv.FormatInt(from, 10)
+	}
+	r, err := j.Open(ctx, shardID, after)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var out []source.Event
+	for len(out) < n {
+		b, err := r.Read(ctx, n-len(out), 0)
+		if err != nil && !errors.Is(err, source.ErrShardEnded) {
+			return nil, err
+		}
+		out = append(out, b.Events...)
+		if err != nil || len(b.Events) == 0 {
+			break
+		}
+	}
+	return out, nil
+}
