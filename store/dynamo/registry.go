@@ -232,7 +232,7 @@ func (r *Registry) Activate(ctx context.Context, projection string, n, expect in
 		return registry.Active{}, fmt.Errorf("store/dynamo: activate version %d of %q: %w", n, projection, err)
 	}
 	if vo.Item == nil {
-		return registry.Active{}, fmt.Errorf("store/dynamo: activate: %w: %q has no version %d", registry.ErrNoVersion, projection, n)
+		return registry.Active{}, fmt.Errorf("store/dynamo: activate: %w: %s has no version %d", registry.ErrNoVersion, projection, n)
 	}
 	cur, err := r.Active(ctx, projection)
 	if err != nil {

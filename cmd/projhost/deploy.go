@@ -1,0 +1,326 @@
+package main
+
+// `projhost deploy` and `projhost handlers list|activate|rollback`: the module registry's
+// verbs (package deploy; the registry in the projection's store, module bytes in the module
+// store).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/projhost/projhost/deploy"
+	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/registry"
+	"github.com/projhost/projhost/source/journal"
+)
+
+// moduleFlags choose the module store: --module-store DIR (default: DIR/modules next to the
+// embedded store in --data; required with --store dynamodb).
+type moduleFlags struct {
+	dir string
+}
+
+func (f *moduleFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.dir, "module-store", "", "directory of the module store, where uploaded module bytes live by SHA-256 (default: the modules directory in --data with the embedded store; required with --store dynamodb)")
+}
+
+// blobs opens the module store (creating its directory when create).
+func (f *moduleFlags) blobs(sf *storeFlags, create bool) (registry.Blobs, error) {
+	dir := f.dir
+	if dir == "" {
+		if !sf.embedded() {
+			return nil, fmt.Errorf("--store %s needs --module-store DIR (where uploaded modules are kept)", sf.store)
+		}
+		dir = filepath.Join(sf.data, "modules")
+	}
+	if !create {
+		return registry.OpenDirBlobs(dir), nil
+	}
+	return registry.NewDirBlobs(dir)
+}
+
+// registryOf returns the store's registry, or an error when the backend has none.
+func registryOf(st *stores) (registry.Store, error) {
+	if st.Registry == nil {
+		return nil, errors.New("this store has no module registry")
+	}
+	return st.Registry, nil
+}
+
+func init() {
+	var sf storeFlags
+	var srcf sourceFlags
+	var mf moduleFlags
+	var name, handler, note, memLimit, maxSize string
+	var activate bool
+	var smoke int
+	cmd := &cobra.Command{
+		Use:   "deploy",
+		Short: "Upload a handler module as a projection's next version, validated first; --activate makes it the one the workers run",
+		Long: `Deploy validates a handler module and stores it as the next version (1, 2, 3, ...) of the
+projection --name: the module store keeps its bytes by SHA-256, the projection's store (the
+embedded store or DynamoDB, the same store flags as run) its version number, size, ABI version,
+upload time and --note. Nothing is stored unless every check passes: the size (--max-module-size),
+the loader's checks (ABI marker, exports, imports, memory under --memory-limit), compilation, and
+a smoke run of the module over the latest --smoke-events events of each open shard (the local
+journal; with Kinesis there is no smoke run yet), each shard into an empty scratch read model,
+which prints the mutations per event. A module that fails is refused with what is wrong.
+
+--activate then makes it the active version, provided no other deploy, activate or rollback
+changed the active version since this deploy started (of two racing, exactly one wins; the
+other's version stays stored: projhost handlers activate --version N).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name == "" || handler == "" {
+				return fmt.Errorf("--name and --handler are required")
+			}
+			if err := srcf.check(cmd, &sf); err != nil {
+				return err
+			}
+			memPages, err := host.ParseMemoryLimit(memLimit)
+			if err != nil {
+				return fmt.Errorf("--memory-limit: %w", err)
+			}
+			maxPages, err := host.ParseMemoryLimit(maxSize)
+			if err != nil {
+				return fmt.Errorf("--max-module-size: %w", err)
+			}
+			if smoke < 0 {
+				return fmt.Errorf("--smoke-events %d: use 0 (no smoke run) or more", smoke)
+			}
+			wasm, err := os.ReadFile(handler)
+			if err != nil {
+				return fmt.Errorf("reading handler: %w", err)
+			}
+			ctx := cmd.Context()
+			blobs, err := mf.blobs(&sf, true)
+			if err != nil {
+				return err
+			}
+			st, err := sf.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			reg, err := registryOf(st)
+			if err != nil {
+				return err
+			}
+			logger := slog.New(slog.DiscardHandler) // the smoke run's guest log is not the user's concern here
+			src, err := srcf.open(ctx, &sf, journal.OpenReadOnly, logger)
+			if err != nil {
+				return err
+			}
+			defer src.close()
+			rt, err := host.NewRuntime(ctx, host.WithLogger(logger), host.WithMemoryLimitPages(memPages))
+			if err != nil {
+				return err
+			}
+			defer rt.Close(context.Background())
+			events := smoke
+			if events == 0 {
+				events = -1
+			}
+			d, err := deploy.New(deploy.Config{Registry: reg, Blobs: blobs, Runtime: rt, Source: src.Source,
+				MaxModuleSize: int(maxPages) * 65536, SmokeEvents: events})
+			if err != nil {
+				return err
+			}
+			res, err := d.Deploy(ctx, name, wasm, deploy.Options{Note: note, Activate: activate})
+			if err != nil && res.Version.Number == 0 {
+				return fmt.Errorf("%s refused, nothing stored: %w", handler, err)
+			}
+			printDeploy(cmd.OutOrStdout(), handler, wasm, res)
+			return err
+		},
+	}
+	sf.register(cmd)
+	srcf.register(cmd)
+	mf.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&name, "name", "", "projection name")
+	f.StringVar(&handler, "handler", "", "handler module (.wasm, projhost ABI v1)")
+	f.StringVar(&note, "note", "", fmt.Sprintf("a note stored with the version (at most %d bytes)", registry.MaxNoteBytes))
+	f.BoolVar(&activate, "activate", false, "make the new version the active one (what the workers run)")
+	f.IntVar(&smoke, "smoke-events", deploy.DefaultSmokeEvents, "latest events of each open shard the smoke run handles (0: no smoke run)")
+	f.StringVar(&memLimit, "memory-limit", host.DefaultMemoryLimit, "the workers' --memory-limit: the module's declared memory must fit it")
+	f.StringVar(&maxSize, "max-module-size", "64MiB", "largest module accepted, in binary units, a multiple of 64KiB")
+	rootCmd.AddCommand(cmd)
+}
+
+func printDeploy(w io.Writer, handler string, wasm []byte, res deploy.Result) {
+	fmt.Fprintf(w, "validated %s: %d bytes, sha256:%s, compiled in %s\n", handler, len(wasm), res.Version.SHA256, res.Compile.Round(time.Millisecond))
+	if res.Smoke.Skipped != "" {
+		fmt.Fprintf(w, "smoke run: none (%s)\n", res.Smoke.Skipped)
+	} else {
+		fmt.Fprintf(w, "smoke run: %d events of %d shards, %d mutations (%.2f per event)\n", res.Smoke.Events, len(res.Smoke.Shards),
+			res.Smoke.Mutations, float64(res.Smoke.Mutations)/float64(res.Smoke.Events))
+	}
+	fmt.Fprintf(w, "stored version %d of %s\n", res.Version.Number, res.Version.Projection)
+	if res.Activated {
+		fmt.Fprintf(w, "version %d of %s is active (was %s)\n", res.Active.Version, res.Version.Projection, versionName(res.Active.Previous))
+	}
+}
+
+func versionName(n int64) string {
+	if n == 0 {
+		return "none"
+	}
+	return "version " + strconv.FormatInt(n, 10)
+}
+
+func init() {
+	hc := &cobra.Command{Use: "handlers", Short: "List a projection's handler module versions; activate one or roll back"}
+	rootCmd.AddCommand(hc)
+
+	var lsf storeFlags
+	var lname string
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the versions of --name with the active one marked",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if lname == "" {
+				return fmt.Errorf("--name is required")
+			}
+			ctx := cmd.Context()
+			st, err := lsf.openReadOnly(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			reg, err := registryOf(st)
+			if err != nil {
+				return err
+			}
+			vs, err := reg.Versions(ctx, lname)
+			if err != nil {
+				return err
+			}
+			a, err := reg.Active(ctx, lname)
+			if err != nil {
+				return err
+			}
+			return printVersions(cmd.OutOrStdout(), vs, a, asJSON)
+		},
+	}
+	lsf.register(list)
+	list.Flags().StringVar(&lname, "name", "", "projection name")
+	list.Flags().BoolVar(&asJSON, "json", false, "one JSON object per version")
+	hc.AddCommand(list)
+
+	var asf storeFlags
+	var aname string
+	var version int64
+	act := &cobra.Command{
+		Use:   "activate",
+		Short: "Make version --version of --name the active one",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if aname == "" || version < 1 {
+				return fmt.Errorf("--name and --version N (1 or more) are required")
+			}
+			return movePointer(cmd, &asf, aname, func(ctx context.Context, reg registry.Store) (registry.Active, error) {
+				return deploy.Activate(ctx, reg, aname, version)
+			})
+		},
+	}
+	asf.register(act)
+	act.Flags().StringVar(&aname, "name", "", "projection name")
+	act.Flags().Int64Var(&version, "version", 0, "version number (projhost handlers list)")
+	hc.AddCommand(act)
+
+	var rsf storeFlags
+	var rname string
+	rb := &cobra.Command{
+		Use:   "rollback",
+		Short: "Make the previously active version of --name active again (a second rollback undoes the first)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if rname == "" {
+				return fmt.Errorf("--name is required")
+			}
+			return movePointer(cmd, &rsf, rname, func(ctx context.Context, reg registry.Store) (registry.Active, error) {
+				return deploy.Rollback(ctx, reg, rname)
+			})
+		},
+	}
+	rsf.register(rb)
+	rb.Flags().StringVar(&rname, "name", "", "projection name")
+	hc.AddCommand(rb)
+}
+
+// movePointer opens the store and runs move, printing the pointer written.
+func movePointer(cmd *cobra.Command, sf *storeFlags, name string, move func(context.Context, registry.Store) (registry.Active, error)) error {
+	ctx := cmd.Context()
+	st, err := sf.openExisting(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	reg, err := registryOf(st)
+	if err != nil {
+		return err
+	}
+	a, err := move(ctx, reg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "version %d of %s is active (was %s)\n", a.Version, name, versionName(a.Previous))
+	return nil
+}
+
+// versionRow is a line of `handlers list --json`.
+type versionRow struct {
+	Projection string `json:"projection"`
+	Version    int64  `json:"version"`
+	Active     bool   `json:"active"`
+	SHA256     string `json:"sha256"`
+	Size       int64  `json:"size"`
+	ABI        int    `json:"abi"`
+	Uploaded   string `json:"uploaded"` // RFC 3339, UTC
+	Note       string `json:"note"`
+}
+
+func printVersions(w io.Writer, vs []registry.Version, a registry.Active, asJSON bool) error {
+	rows := make([]versionRow, len(vs))
+	for i, v := range vs {
+		rows[i] = versionRow{Projection: v.Projection, Version: v.Number, Active: v.Number == a.Version, SHA256: v.SHA256, Size: v.Size,
+			ABI: v.ABI, Uploaded: time.UnixMilli(v.UploadedMs).UTC().Format(time.RFC3339), Note: v.Note}
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(w, "no versions (projhost deploy --name NAME --handler H.wasm --activate)")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VERSION\tACTIVE\tSHA256\tSIZE\tABI\tUPLOADED\tNOTE")
+	for _, r := range rows {
+		mark := ""
+		if r.Active {
+			mark = "*"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\tv%d\t%s\t%s\n", r.Version, mark, r.SHA256[:12], r.Size, r.ABI, r.Uploaded, escapeText(r.Note))
+	}
+	return tw.Flush()
+}
