@@ -112,3 +112,42 @@ func (r *Registry) Activate(ctx context.Context, projection string, n, expect in
 	}
 	return out, nil
 }
+
+// SetShard implements registry.Store: one upsert whose update applies only from the stored
+// epoch or a newer one.
+func (r *Registry) SetShard(ctx context.Context, v registry.ShardVersion) error {
+	err := r.s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO module_shards (projection, shard_id, epoch, version, seq, changed_ms)
+			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (projection, shard_id) DO UPDATE SET epoch = excluded.epoch,
+			version = excluded.version, seq = excluded.seq, changed_ms = excluded.changed_ms
+			WHERE excluded.epoch >= module_shards.epoch`,
+			v.Projection, v.ShardID, v.Epoch, v.Version, v.Seq, v.ChangedMs)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("local: record the version of %s shard %s: %w", v.Projection, v.ShardID, err)
+	}
+	return nil
+}
+
+// Shards implements registry.Store.
+func (r *Registry) Shards(ctx context.Context, projection string) ([]registry.ShardVersion, error) {
+	rows, err := r.s.db.QueryContext(ctx, `SELECT shard_id, epoch, version, seq, changed_ms FROM module_shards
+		WHERE projection = ? ORDER BY shard_id`, projection)
+	if err != nil {
+		return nil, fmt.Errorf("local: read the shard versions of %s: %w", projection, r.s.wrapBusy(err))
+	}
+	defer rows.Close()
+	var out []registry.ShardVersion
+	for rows.Next() {
+		v := registry.ShardVersion{Projection: projection}
+		if err := rows.Scan(&v.ShardID, &v.Epoch, &v.Version, &v.Seq, &v.ChangedMs); err != nil {
+			return nil, fmt.Errorf("local: read the shard versions of %s: %w", projection, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("local: read the shard versions of %s: %w", projection, r.s.wrapBusy(err))
+	}
+	return out, nil
+}

@@ -73,6 +73,8 @@
 //	    uploaded_ms INTEGER, note TEXT) PRIMARY KEY (projection, version): registry.Version.
 //	module_active(projection TEXT PRIMARY KEY, version INTEGER, previous INTEGER, counter INTEGER,
 //	    changed_ms INTEGER): registry.Active (no row: never activated).
+//	module_shards(projection TEXT, shard_id TEXT, epoch INTEGER, version INTEGER, seq TEXT,
+//	    changed_ms INTEGER) PRIMARY KEY (projection, shard_id): registry.ShardVersion.
 //
 // PRAGMA user_version of each file holds the schema version (SchemaVersion). Open upgrades an
 // older projhost.db in place, in one transaction: version 1 -> 2 added the cursors' stopped
@@ -80,7 +82,7 @@
 // unchanged) and dropped the old table, so an older program still running loses its leases
 // (its writes fail) and older ones refuse to start (ErrSchema); 3 -> 4 added leases.module
 // (leases.db only), so that no older program writes leases without it; 4 -> 5 added the module
-// registry's tables (module_versions, module_active). A file of a newer version is refused with
+// registry's tables (module_versions, module_active, module_shards). A file of a newer version is refused with
 // ErrSchema.
 //
 // # Leases have their own file
@@ -405,6 +407,15 @@ CREATE TABLE module_active (
 	previous   INTEGER NOT NULL,
 	counter    INTEGER NOT NULL,
 	changed_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE module_shards (
+	projection TEXT NOT NULL,
+	shard_id   TEXT NOT NULL,
+	epoch      INTEGER NOT NULL,
+	version    INTEGER NOT NULL,
+	seq        TEXT NOT NULL,
+	changed_ms INTEGER NOT NULL,
+	PRIMARY KEY (projection, shard_id)
 ) WITHOUT ROWID;
 `,
 }

@@ -32,6 +32,10 @@ type Hooks struct {
 	// LogDropped: the handler dropped guest log lines past its rate limit (host.GuestLogRate)
 	// during the last handler call (a failed one too).
 	LogDropped func(LogDroppedInfo)
+	// Module: a shard's handler module was set at a batch boundary: its first one (From "")
+	// or a new one from the ModuleProvider (a hot swap), after the old one's output was
+	// committed. Events after Seq are handled by Module, those up to it were by From.
+	Module func(ModuleInfo)
 	// Lease: a container-mode lease event (acquired, lost, released, finished). Each
 	// acquisition of a shard by a worker ends in exactly one lost, released or finished event,
 	// unless the process dies first.
@@ -43,6 +47,16 @@ type OpenInfo struct {
 	ShardInfo
 	Seq     string // the cursor claimed: the last event committed ("" none)
 	Stopped string // why the shard is stopped ("" when it is not)
+}
+
+// ModuleInfo describes a shard's change of handler module.
+type ModuleInfo struct {
+	ShardInfo
+	Module string // the module's name (host.Module.Name) now running
+	From   string // the one before ("" for the shard's first)
+	// Seq is the last sequence number handled (and committed) with From: the switch point
+	// ("" when nothing was handled yet in this acquisition's lineage).
+	Seq string
 }
 
 // ShardInfo identifies a shard being processed.

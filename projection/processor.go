@@ -243,14 +243,22 @@ func (s *Shard) swapModule(ctx context.Context) error {
 	if m == s.mod && s.handler != nil {
 		return nil
 	}
+	if s.handler != nil && s.replayTo != "" {
+		return nil // the range of an interrupted write is handled again by the module that wrote it
+	}
+	from := ""
 	if s.handler != nil {
 		if err := s.flush(ctx); err != nil {
 			return err
 		}
 		_ = s.handler.Close(context.WithoutCancel(ctx))
-		s.log.Info("handler module changed", "module", m.Name())
+		from = s.mod.Name()
+		s.log.Info("handler module changed", "module", m.Name(), "from", from, "after", s.pend.seq)
 	}
 	s.mod, s.handler, s.logDropped = m, m.NewHandler(s.info.ShardID), 0
+	if h := s.p.cfg.Hooks.Module; h != nil {
+		h(ModuleInfo{ShardInfo: s.info, Module: m.Name(), From: from, Seq: s.pend.seq})
+	}
 	return nil
 }
 

@@ -21,6 +21,7 @@ func Chain(hs ...Hooks) Hooks {
 		out.Lag = chain1(out.Lag, h.Lag)
 		out.Lease = chain1(out.Lease, h.Lease)
 		out.LogDropped = chain1(out.LogDropped, h.LogDropped)
+		out.Module = chain1(out.Module, h.Module)
 		out.Stopped = chain2(out.Stopped, h.Stopped)
 		out.Replayed = chain2(out.Replayed, h.Replayed)
 	}
@@ -50,12 +51,12 @@ func chain2[T, U any](a, b func(T, U)) func(T, U) {
 // TraceRecord is one line TraceHooks writes.
 type TraceRecord struct {
 	Time       time.Time `json:"time"`
-	Event      string    `json:"event"` // open, batch, flush, handler_error, dead_letter, replayed, replay_failed, stopped, lease, log_dropped, lag
+	Event      string    `json:"event"` // open, batch, flush, handler_error, dead_letter, replayed, replay_failed, stopped, lease, log_dropped, lag, module
 	Projection string    `json:"projection"`
 	Shard      string    `json:"shard"`
 	Epoch      int64     `json:"epoch"`
 	Worker     string    `json:"worker,omitempty"`
-	Seq        string    `json:"seq,omitempty"`       // open: the cursor claimed; flush: the cursor saved; dead_letter, replayed: the letter's; lease released, finished: the cursor committed
+	Seq        string    `json:"seq,omitempty"`       // open: the cursor claimed; flush: the cursor saved; dead_letter, replayed: the letter's; lease released, finished: the cursor committed; module: the switch point (ModuleInfo.Seq)
 	FirstSeq   string    `json:"first_seq,omitempty"` // batch, handler_error
 	LastSeq    string    `json:"last_seq,omitempty"`
 	Events     int       `json:"events,omitempty"`
@@ -63,7 +64,8 @@ type TraceRecord struct {
 	Replay     string    `json:"replay,omitempty"` // flush of a dead-letter replay: the letter's seq
 	Kind       string    `json:"kind,omitempty"`   // handler_error, dead_letter: the error kind; lease: acquired, lost, released, finished
 	How        string    `json:"how,omitempty"`    // lease acquired: free, expired or steal
-	From       string    `json:"from,omitempty"`   // lease acquired: the previous owner
+	From       string    `json:"from,omitempty"`   // lease acquired: the previous owner; module: the previous module
+	Module     string    `json:"module,omitempty"` // module: the module now running
 	Error      string    `json:"error,omitempty"`  // handler_error, dead_letter, replay_failed: the error; stopped: the reason; open: why the shard is stopped; lease lost: why
 	Attempt    int       `json:"attempt,omitempty"`
 	Micros     int64     `json:"us,omitempty"`      // batch: handler time
@@ -81,7 +83,7 @@ type TraceRecord struct {
 const TraceLagEvery = time.Second
 
 // TraceHooks returns hooks that write every open, batch, flush, handler error, dead letter,
-// replay, stop, lease and dropped-guest-log event as one JSON object per line (TraceRecord) to w — what `projhost run
+// replay, stop, lease, module and dropped-guest-log event as one JSON object per line (TraceRecord) to w — what `projhost run
 // --trace FILE` writes, so that tests and tools outside the process observe the core without
 // parsing log text. Lag is sampled (TraceLagEvery; every change to or from 0). Writes are
 // serialised; write errors are ignored.
@@ -165,6 +167,11 @@ func TraceHooks(w io.Writer) Hooks {
 		LogDropped: func(i LogDroppedInfo) {
 			r := base("log_dropped", i.ShardInfo)
 			r.Dropped, r.Total = i.Lines, i.Total
+			put(r)
+		},
+		Module: func(i ModuleInfo) {
+			r := base("module", i.ShardInfo)
+			r.Module, r.From, r.Seq = i.Module, i.From, i.Seq
 			put(r)
 		},
 		Lease: func(i LeaseInfo) {

@@ -72,6 +72,25 @@ type Store interface {
 	// with the pointer stored) when the Counter is not expect; ErrNoVersion (wrapped) when
 	// the projection has no version n.
 	Activate(ctx context.Context, projection string, n, expect int64) (Active, error)
+	// SetShard records which version a shard runs since which sequence number (what a
+	// worker's switch wrote; `status` shows it), unless a record of a newer lease epoch is
+	// stored (then nothing changes and no error: a zombie's record is dropped). A record of
+	// the same epoch replaces the stored one, so a retried write changes nothing.
+	SetShard(ctx context.Context, r ShardVersion) error
+	// Shards returns the projection's shard records by shard id (none: empty, no error).
+	Shards(ctx context.Context, projection string) ([]ShardVersion, error)
+}
+
+// ShardVersion is the module version a shard runs, as its owner recorded it at a switch.
+type ShardVersion struct {
+	Projection string
+	ShardID    string
+	Epoch      int64 // the owner's lease epoch
+	Version    int64 // the version running (registry number)
+	// Seq is the switch point: the last sequence number handled by the version before
+	// ("" when the shard had handled nothing yet).
+	Seq       string
+	ChangedMs int64 // when the owner switched, ms since the Unix epoch
 }
 
 // Blobs stores module bytes under their SHA-256 (lowercase hex). Implementations are safe for

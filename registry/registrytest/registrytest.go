@@ -39,6 +39,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T) registry.Store) {
 		{Name: "ActivateUnknownVersion", Fn: testActivateUnknown},
 		{Name: "RaceAdd", Fn: testRaceAdd},
 		{Name: "RaceActivate", Fn: testRaceActivate},
+		{Name: "ShardVersions", Fn: testShardVersions},
 	})
 }
 
@@ -408,5 +409,48 @@ func testRacePut(t *testing.T, s registry.Blobs) {
 	}
 	if got, err := s.Get(ctx, sum); err != nil || !slices.Equal(got, b) {
 		t.Fatalf("Get after concurrent Puts: %d bytes, %v", len(got), err)
+	}
+}
+
+func testShardVersions(t *testing.T, s registry.Store) {
+	proj := projection(t)
+	ctx := suitekit.Context(t)
+	shards := func() []registry.ShardVersion {
+		t.Helper()
+		got, err := s.Shards(ctx, proj)
+		if err != nil {
+			t.Fatalf("Shards: %v", err)
+		}
+		return got
+	}
+	if got := shards(); len(got) != 0 {
+		t.Fatalf("Shards of a new projection = %+v", got)
+	}
+	a := registry.ShardVersion{Projection: proj, ShardID: "shardId-000000000001", Epoch: 3, Version: 1, Seq: "", ChangedMs: 10}
+	b := registry.ShardVersion{Projection: proj, ShardID: "shardId-000000000000", Epoch: 1, Version: 2, Seq: "41", ChangedMs: 11}
+	for _, r := range []registry.ShardVersion{a, b, a} { // a twice: a retried write changes nothing
+		if err := s.SetShard(ctx, r); err != nil {
+			t.Fatalf("SetShard(%+v): %v", r, err)
+		}
+	}
+	if got := shards(); !slices.Equal(got, []registry.ShardVersion{b, a}) {
+		t.Fatalf("Shards = %+v, want by shard id %+v", got, []registry.ShardVersion{b, a})
+	}
+	// The same epoch replaces; an older one is dropped without error; a newer one replaces.
+	a2 := a
+	a2.Version, a2.Seq, a2.ChangedMs = 2, "100", 12
+	zombie := a
+	zombie.Epoch, zombie.Version, zombie.Seq = 2, 9, "999"
+	a3 := a2
+	a3.Epoch, a3.Version, a3.Seq = 4, 1, "150"
+	for _, step := range []struct {
+		write, want registry.ShardVersion
+	}{{a2, a2}, {zombie, a2}, {a3, a3}} {
+		if err := s.SetShard(ctx, step.write); err != nil {
+			t.Fatalf("SetShard(%+v): %v", step.write, err)
+		}
+		if got := shards(); len(got) != 2 || got[1] != step.want {
+			t.Fatalf("after SetShard(%+v): %+v, want %+v stored", step.write, got, step.want)
+		}
 	}
 }

@@ -292,3 +292,70 @@ func (r *Registry) readBack(ctx context.Context, projection, sk string) (map[str
 	}
 	return out.Item, nil
 }
+
+// modShardSK is the sort key of a shard's version record.
+func modShardSK(shardID string) string { return "shard#" + shardID }
+
+const attrModShardEpoch, attrModSeq = "epoch", "seq"
+
+// SetShard implements registry.Store: a PutItem on condition that no record of a newer epoch
+// is stored (a failed condition is that case: no error). A retried write meets its own
+// record, of the same epoch, and succeeds.
+func (r *Registry) SetShard(ctx context.Context, v registry.ShardVersion) error {
+	item := r.key(v.Projection, modShardSK(v.ShardID))
+	item[attrModShardEpoch] = num(v.Epoch)
+	item[attrModVersion] = num(v.Version)
+	item[attrModSeq] = str(v.Seq)
+	item[attrModChanged] = num(v.ChangedMs)
+	_, err := r.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(r.table),
+		Item:                      item,
+		ConditionExpression:       aws.String("attribute_not_exists(#e) OR #e <= :e"),
+		ExpressionAttributeNames:  map[string]string{"#e": attrModShardEpoch},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(v.Epoch)},
+	})
+	if err != nil && !dynamotables.IsConditionalCheckFailed(err) {
+		return fmt.Errorf("store/dynamo: record the version of %q shard %q: %w", v.Projection, v.ShardID, err)
+	}
+	return nil
+}
+
+// Shards implements registry.Store (a strongly consistent, paginated Query).
+func (r *Registry) Shards(ctx context.Context, projection string) ([]registry.ShardVersion, error) {
+	p := dynamodb.NewQueryPaginator(r.api, &dynamodb.QueryInput{
+		TableName:                aws.String(r.table),
+		KeyConditionExpression:   aws.String("#p = :p AND begins_with(#s, :v)"),
+		ExpressionAttributeNames: map[string]string{"#p": dynamotables.ModulesPK, "#s": dynamotables.ModulesSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":p": str(projection), ":v": str("shard#"),
+		},
+		ConsistentRead: aws.Bool(true),
+	})
+	var out []registry.ShardVersion
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("store/dynamo: read the shard versions of %q: %w", projection, err)
+		}
+		for _, it := range page.Items {
+			v := registry.ShardVersion{Projection: projection}
+			if sk, ok := it[dynamotables.ModulesSK].(*types.AttributeValueMemberS); ok {
+				v.ShardID = sk.Value[len("shard#"):]
+			}
+			if s, ok := it[attrModSeq].(*types.AttributeValueMemberS); ok {
+				v.Seq = s.Value
+			}
+			for _, f := range []struct {
+				name string
+				dst  *int64
+			}{{attrModShardEpoch, &v.Epoch}, {attrModVersion, &v.Version}, {attrModChanged, &v.ChangedMs}} {
+				var err error
+				if *f.dst, _, err = intAttr(it, f.name); err != nil {
+					return nil, fmt.Errorf("store/dynamo: shard version item of %q: %w", projection, err)
+				}
+			}
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
