@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/projhost/projhost/container"
+	"github.com/projhost/projhost/deploy"
 	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/projection"
 	"github.com/projhost/projhost/shardmap"
@@ -25,6 +26,7 @@ import (
 func init() {
 	var sf storeFlags
 	var srcf sourceFlags
+	var mf moduleFlags
 	var name, handler, workerID, logLevel string
 	var cfg container.Config
 	var onError, trace string
@@ -42,8 +44,15 @@ worker of the same projection on the same store), projects each owned shard's ev
 handler into the read model, and saves cursors in batches. SIGINT/SIGTERM finish the current batch,
 save cursors, release leases and exit 0.
 
-Every worker of one --name must run the same handler: each lease records its owner's module
-(sha256 of the --handler file). A worker whose module differs from a live worker's takes no lease
+Without --handler the worker runs the projection's active version from the module registry
+(projhost deploy --activate; the same store flags, and --module-store) and follows it: when
+the active version changes (deploy --activate, handlers activate, handlers rollback) every shard
+switches to it at its next batch boundary, within about a second, after committing what the old
+version produced; no restart. Such workers share a projection with each other whatever version
+each runs for that second.
+
+With --handler the worker runs that file and nothing else. Every such worker of one --name must
+run the same handler: each lease records its owner's module (sha256 of the --handler file). A worker whose module differs from a live worker's takes no lease
 and exits 1 (within about one --lease-duration), naming both modules and that worker. To deploy a
 new handler, stop every worker (gracefully: the new one then starts at once; after a crash, once
 the old leases expire) and start them with it, or run it under another --name.
@@ -58,8 +67,8 @@ directory (with --store dynamodb nothing is kept in files, and --data is refused
 are probed at most once a second), and no dead-letter replay pending.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if name == "" || handler == "" {
-				return fmt.Errorf("--name and --handler are required")
+			if name == "" {
+				return fmt.Errorf("--name is required (and --handler H.wasm, or a version deployed with projhost deploy --activate)")
 			}
 			if err := srcf.check(cmd, &sf); err != nil {
 				return err
@@ -96,9 +105,12 @@ are probed at most once a second), and no dead-letter replay pending.`,
 		},
 	}
 	runWorker = func(ctx context.Context, logger *slog.Logger, memPages uint32) error {
-		wasm, err := os.ReadFile(handler)
-		if err != nil {
-			return fmt.Errorf("reading handler: %w", err)
+		var wasm []byte
+		if handler != "" {
+			var err error
+			if wasm, err = os.ReadFile(handler); err != nil {
+				return fmt.Errorf("reading handler: %w", err)
+			}
 		}
 		src, err := srcf.open(ctx, &sf, journal.Open, logger)
 		if err != nil {
@@ -119,9 +131,33 @@ are probed at most once a second), and no dead-letter replay pending.`,
 		if deadline > 0 {
 			mopts = append(mopts, host.WithBatchDeadline(deadline))
 		}
-		mod, err := rt.Load(ctx, name, wasm, mopts...)
-		if err != nil {
-			return err
+		var modules projection.ModuleProvider
+		var follower *deploy.Follower
+		var moduleID string
+		if handler != "" {
+			mod, err := rt.Load(ctx, name, wasm, mopts...)
+			if err != nil {
+				return err
+			}
+			modules, moduleID = projection.Fixed(mod), container.ModuleID(wasm)
+		} else {
+			reg, err := registryOf(st)
+			if err != nil {
+				return err
+			}
+			blobs, err := mf.blobs(&sf, false)
+			if err != nil {
+				return err
+			}
+			follower, err = deploy.NewFollower(ctx, deploy.FollowConfig{Registry: reg, Blobs: blobs, Runtime: rt, Projection: name,
+				ModuleOptions: mopts, Logger: logger})
+			if err != nil {
+				return fmt.Errorf("running the active version of %s: %w", name, err)
+			}
+			defer follower.Close(context.Background())
+			logger.Info("running the active handler version", "projection", name, "version", follower.Version().Number,
+				"sha256", follower.Version().SHA256)
+			modules, moduleID = follower, deploy.ModuleIdentity
 		}
 		if workerID == "" {
 			hn, _ := os.Hostname()
@@ -139,11 +175,20 @@ are probed at most once a second), and no dead-letter replay pending.`,
 		}
 		lags := &lagTracker{}
 		c.Hooks = projection.Chain(c.Hooks, projection.Hooks{Lag: lags.record})
-		c.Source, c.Stores, c.Modules = src.Source, st.Stores, projection.Fixed(mod)
-		c.ModuleID = container.ModuleID(wasm)
+		c.Source, c.Stores, c.Modules = src.Source, st.Stores, modules
+		c.ModuleID = moduleID
+		if follower != nil {
+			c.Hooks = projection.Chain(c.Hooks, follower.Hooks())
+		}
 		r, err := container.New(c)
 		if err != nil {
 			return err
+		}
+		if follower != nil {
+			fctx, cancel := context.WithCancel(ctx)
+			fdone := make(chan struct{})
+			go func() { defer close(fdone); follower.Run(fctx) }()
+			defer func() { cancel(); <-fdone }()
 		}
 		var progressDone chan struct{}
 		if term.IsTerminal(int(os.Stderr.Fd())) {
@@ -164,9 +209,10 @@ are probed at most once a second), and no dead-letter replay pending.`,
 	}
 	sf.register(cmd)
 	srcf.register(cmd)
+	mf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&name, "name", "", "projection name (workers with the same name share its shards)")
-	f.StringVar(&handler, "handler", "", "handler module (.wasm, projhost ABI v1)")
+	f.StringVar(&handler, "handler", "", "handler module to run (.wasm, projhost ABI v1); default: the projection's active version in the module registry, followed as it changes")
 	f.BoolVar(&cfg.UntilCaughtUp, "until-caught-up", false, "exit 0 once every shard is caught up: its cursor at the journal's end, or, with --source kinesis, read to the tip (MillisBehindLatest 0) and closed shards finished")
 	f.IntVar(&cfg.BatchSize, "batch-size", container.DefaultBatchSize, "max events per handler call")
 	f.DurationVar(&cfg.BatchWait, "batch-wait", container.DefaultBatchWait, "max wait for a batch to fill (an idle shard is then read less often: this, doubling, up to once a second)")

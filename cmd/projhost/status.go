@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/projhost/projhost/deadletter"
+	"github.com/projhost/projhost/registry"
 	"github.com/projhost/projhost/shardmap"
 	"github.com/projhost/projhost/source"
 	"github.com/projhost/projhost/source/journal"
@@ -48,6 +50,11 @@ type shardStatus struct {
 	Stopped string `json:"stopped,omitempty"`
 	// DeadLetters counts the shard's dead letters not replayed or dropped yet.
 	DeadLetters int `json:"dead_letters"`
+	// Version is the module registry version the shard's owner last switched it to (workers
+	// running the active version: run without --handler), VersionSince the switch point (the
+	// last event the version before handled); absent when none was recorded.
+	Version      int64  `json:"version,omitempty"`
+	VersionSince string `json:"version_since,omitempty"`
 }
 
 func init() {
@@ -118,6 +125,16 @@ shard's read quota of 5 a second like a worker's), and whether a record follows 
 				if err != nil {
 					return err
 				}
+				versions := map[string]registry.ShardVersion{}
+				if st.Registry != nil {
+					vs, err := st.Registry.Shards(ctx, p)
+					if err != nil {
+						return err
+					}
+					for _, v := range vs {
+						versions[v.ShardID] = v
+					}
+				}
 				open := map[string]int{}
 				for _, l := range letters {
 					if l.State == deadletter.StateFailed || l.State == deadletter.StateReplayRequested {
@@ -138,6 +155,9 @@ shard's read quota of 5 a second like a worker's), and whether a record follows 
 						row.State, row.Stopped = "STOPPED", c.Stopped
 					}
 					row.Closed = sh.Closed
+					if v, ok := versions[sh.ID]; ok {
+						row.Version, row.VersionSince = v.Version, v.Seq
+					}
 					if j.header == nil {
 						probeRow(ctx, j.kinesis, &row)
 						rows = append(rows, row)
@@ -180,7 +200,17 @@ shard's read quota of 5 a second like a worker's), and whether a record follows 
 				printStopped(cmd.OutOrStdout(), rows)
 				return nil
 			}
-			fmt.Fprintln(tw, "PROJECTION\tSHARD\tOWNER\tSTATE\tEPOCH\tCURSOR\tHEAD\tDEAD LETTERS\tLAG (events)")
+			withVersions := slices.ContainsFunc(rows, func(r shardStatus) bool { return r.Version > 0 })
+			vcol := func(r shardStatus) string {
+				if !withVersions {
+					return ""
+				}
+				if r.Version == 0 {
+					return "\t-"
+				}
+				return fmt.Sprintf("\tv%d", r.Version)
+			}
+			fmt.Fprintln(tw, "PROJECTION\tSHARD\tOWNER\tSTATE\tEPOCH\tCURSOR\tHEAD\tDEAD LETTERS\tLAG (events)"+map[bool]string{true: "\tVERSION"}[withVersions])
 			var total int64
 			for _, r := range rows {
 				owner := r.Owner
@@ -193,7 +223,7 @@ shard's read quota of 5 a second like a worker's), and whether a record follows 
 				} else {
 					total += r.LagEvents
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", r.Projection, r.Shard, owner, orDash(r.State), r.Epoch, orDash(r.Cursor), orDash(r.Head), r.DeadLetters, lag)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s%s\n", r.Projection, r.Shard, owner, orDash(r.State), r.Epoch, orDash(r.Cursor), orDash(r.Head), r.DeadLetters, lag, vcol(r))
 			}
 			fmt.Fprintf(tw, "\t\t\t\t\t\t\ttotal\t%d\n", total)
 			if err := tw.Flush(); err != nil {

@@ -1,0 +1,251 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/projection"
+	"github.com/projhost/projhost/registry"
+)
+
+// DefaultPoll is how often a Follower reads the active pointer: well within one lease-renewal
+// interval (a third of the default 6 s lease), so that every shard switches within one.
+const DefaultPoll = time.Second
+
+// ModuleIdentity is the lease module identity (container.Config.ModuleID) of workers that run
+// a projection's active version through a Follower: they all run the same version, switching
+// within a poll of each other, so none of them is foreign to another (a worker started with a
+// fixed module of its own is, and waits for them to stop).
+const ModuleIdentity = "registry"
+
+// FollowConfig configures a Follower.
+type FollowConfig struct {
+	Registry   registry.Store // required
+	Blobs      registry.Blobs // required
+	Runtime    *host.Runtime  // required: compiles each version once
+	Projection string         // required
+	// ModuleOptions are passed to Runtime.Load for every version (the batch deadline, trusted).
+	ModuleOptions []host.ModuleOption
+	Poll          time.Duration // how often the pointer is read; default DefaultPoll
+	Logger        *slog.Logger  // default slog.Default()
+	// OnSwitch, when set, is called after the Follower loaded a new active version (before
+	// any shard runs it).
+	OnSwitch func(from, to registry.Version)
+}
+
+// Follower is a projection.ModuleProvider that gives the shards the projection's active
+// version: it loads it at start, reads the active pointer every Poll, and when the pointer
+// names another version fetches its bytes (checked against their SHA-256), compiles them once
+// and makes them the module every shard takes at its next batch boundary (the core commits
+// what the old version produced first). Versions once loaded stay loaded until Close (a
+// rollback switches back without compiling again). Its Hooks record each shard's switch in the
+// registry (SetShard: the version and the switch point), which `status` shows. Safe for
+// concurrent use.
+type Follower struct {
+	cfg FollowConfig
+
+	mu      sync.Mutex
+	cur     *host.Module
+	curV    registry.Version
+	loaded  map[int64]*host.Module
+	byName  map[string]int64 // module name -> version
+	records chan registry.ShardVersion
+	done    chan struct{}
+	closed  bool
+}
+
+// NewFollower loads the projection's active version and returns a Follower running it.
+// Errors: ErrNoActive, registry.ErrNoModule / ErrCorrupt (module store), host.ErrInvalidModule
+// (a stored module the runtime now refuses, e.g. under a lower memory limit), store errors.
+func NewFollower(ctx context.Context, cfg FollowConfig) (*Follower, error) {
+	switch {
+	case cfg.Registry == nil || cfg.Blobs == nil || cfg.Runtime == nil || cfg.Projection == "":
+		return nil, fmt.Errorf("%w: a follower needs a registry, a module store, a runtime and a projection", ErrConfig)
+	case cfg.Poll < 0:
+		return nil, fmt.Errorf("%w: poll interval %v", ErrConfig, cfg.Poll)
+	}
+	if cfg.Poll == 0 {
+		cfg.Poll = DefaultPoll
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	f := &Follower{cfg: cfg, loaded: map[int64]*host.Module{}, byName: map[string]int64{},
+		records: make(chan registry.ShardVersion, 1024), done: make(chan struct{})}
+	a, err := cfg.Registry.Active(ctx, cfg.Projection)
+	if err != nil {
+		return nil, err
+	}
+	if a.Version == 0 {
+		return nil, fmt.Errorf("%w: %s (deploy one: projhost deploy --name %s --handler H.wasm --activate)", ErrNoActive, cfg.Projection, cfg.Projection)
+	}
+	go f.writeRecords()
+	if err := f.switchTo(ctx, a.Version); err != nil {
+		f.Close(ctx)
+		return nil, err
+	}
+	return f, nil
+}
+
+// Module implements projection.ModuleProvider.
+func (f *Follower) Module() *host.Module {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cur
+}
+
+// Version is the active version the Follower gives the shards now.
+func (f *Follower) Version() registry.Version {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.curV
+}
+
+// moduleName is the name version v of projection is loaded under (host.Module.Name: it labels
+// logs, errors and the trace's module records): "<projection> v<N>".
+func moduleName(projection string, n int64) string { return projection + " v" + strconv.FormatInt(n, 10) }
+
+// VersionOf returns the version number of a module name the Follower loaded (0 when unknown).
+func VersionOf(name string) int64 {
+	i := strings.LastIndex(name, " v")
+	if i < 0 {
+		return 0
+	}
+	n, err := strconv.ParseInt(name[i+2:], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// switchTo makes version n current, loading it unless it was before.
+func (f *Follower) switchTo(ctx context.Context, n int64) error {
+	f.mu.Lock()
+	m, ok := f.loaded[n]
+	f.mu.Unlock()
+	v, err := Get(ctx, f.cfg.Registry, f.cfg.Projection, n)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		b, err := f.cfg.Blobs.Get(ctx, v.SHA256)
+		if err != nil {
+			return fmt.Errorf("version %d of %s: %w", n, f.cfg.Projection, err)
+		}
+		if m, err = f.cfg.Runtime.Load(ctx, moduleName(f.cfg.Projection, n), b, f.cfg.ModuleOptions...); err != nil {
+			return fmt.Errorf("version %d of %s: %w", n, f.cfg.Projection, err)
+		}
+	}
+	f.mu.Lock()
+	from := f.curV
+	f.loaded[n], f.byName[m.Name()] = m, n
+	f.cur, f.curV = m, v
+	f.mu.Unlock()
+	if from.Number != 0 {
+		f.cfg.Logger.Info("active handler version changed: shards switch at their next batch", "projection", f.cfg.Projection,
+			"from", from.Number, "to", n, "sha256", v.SHA256)
+	}
+	if f.cfg.OnSwitch != nil {
+		f.cfg.OnSwitch(from, v)
+	}
+	return nil
+}
+
+// Run reads the active pointer every Poll and switches when it changed, until ctx ends; it
+// returns nil then. A failed read or load is logged and tried again at the next poll (the
+// shards keep the version they run).
+func (f *Follower) Run(ctx context.Context) error {
+	t := time.NewTicker(f.cfg.Poll)
+	defer t.Stop()
+	failed := int64(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		a, err := f.cfg.Registry.Active(ctx, f.cfg.Projection)
+		if err != nil {
+			if ctx.Err() == nil {
+				f.cfg.Logger.Warn("reading the active handler version failed; trying again", "projection", f.cfg.Projection, "err", err)
+			}
+			continue
+		}
+		if a.Version == 0 || a.Version == f.Version().Number || a.Version == failed {
+			continue
+		}
+		if err := f.switchTo(ctx, a.Version); err != nil {
+			failed = a.Version
+			f.cfg.Logger.Error("the new active handler version cannot be run; the shards keep the one they run", "projection", f.cfg.Projection,
+				"version", a.Version, "err", err)
+			continue
+		}
+		failed = 0
+	}
+}
+
+// Hooks returns the hooks that record each shard's switch in the registry (written in the
+// background, in order, the latest per shard winning).
+func (f *Follower) Hooks() projection.Hooks {
+	return projection.Hooks{Module: func(i projection.ModuleInfo) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		n := f.byName[i.Module]
+		if n == 0 || f.closed {
+			return
+		}
+		r := registry.ShardVersion{Projection: i.Projection, ShardID: i.ShardID, Epoch: i.Epoch, Version: n, Seq: i.Seq, ChangedMs: time.Now().UnixMilli()}
+		select {
+		case f.records <- r:
+		default:
+			f.cfg.Logger.Warn("shard version records queued past 1024: one dropped (status may show an older version)", "shard", i.ShardID)
+		}
+	}}
+}
+
+func (f *Follower) writeRecords() {
+	defer close(f.done)
+	for r := range f.records {
+		for try := 0; ; try++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := f.cfg.Registry.SetShard(ctx, r)
+			cancel()
+			if err == nil || try == 4 {
+				if err != nil {
+					f.cfg.Logger.Warn("recording a shard's handler version failed", "shard", r.ShardID, "version", r.Version, "err", err)
+				}
+				break
+			}
+			time.Sleep(time.Duration(100<<try) * time.Millisecond)
+		}
+	}
+}
+
+// Close writes the queued shard records and closes every loaded version. The shards must no
+// longer run (call it after the runner returned).
+func (f *Follower) Close(ctx context.Context) error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.closed = true
+	mods := f.loaded
+	f.loaded = nil
+	f.mu.Unlock()
+	close(f.records)
+	select {
+	case <-f.done:
+	case <-time.After(30 * time.Second):
+	}
+	for _, m := range mods {
+		_ = m.Close(ctx)
+	}
+	return nil
+}
