@@ -109,7 +109,9 @@ func (f *Follower) Version() registry.Version {
 
 // moduleName is the name version v of projection is loaded under (host.Module.Name: it labels
 // logs, errors and the trace's module records): "<projection> v<N>".
-func moduleName(projection string, n int64) string { return projection + " v" + strconv.FormatInt(n, 10) }
+func moduleName(projection string, n int64) string {
+	return projection + " v" + strconv.FormatInt(n, 10)
+}
 
 // VersionOf returns the version number of a module name the Follower loaded (0 when unknown).
 func VersionOf(name string) int64 {
