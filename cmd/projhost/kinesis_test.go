@@ -54,6 +54,7 @@ func TestKinesisFlagsRefused(t *testing.T) {
 		{"bad timestamp", cat(run, kin, []string{"--data", t.TempDir(), "--initial-position", "AT_TIMESTAMP=2026-13-01"}), "want TRIM_HORIZON, LATEST or AT_TIMESTAMP="},
 		{"embedded store without --data", cat(run, kin), "--source kinesis with --store sqlite needs --data DIR"},
 		{"status: embedded store without --data", cat([]string{"status"}, kin), "--source kinesis with --store sqlite needs --data DIR"},
+		{"negative shard sync", cat(run, kin, []string{"--data", t.TempDir(), "--shard-sync", "-1s"}), "shard-sync -1s is negative: give how often the shard list is read again, e.g. 10s (0: the default, 10s)"},
 		{"dynamodb with --data", cat(run, kin, []string{"--store", "dynamodb", "--data", t.TempDir()}), "--data is not used with --source kinesis and --store dynamodb"},
 		{"create: no shards", []string{"kinesis", "create", "--stream", "s", "--shards", "0"}, "--shards 0: use 1 to 10000"},
 		{"create: an ARN", []string{"kinesis", "create", "--stream", "arn:aws:kinesis:us-east-1:1:stream/s"}, "create takes a stream name, not an ARN"},
