@@ -4,11 +4,8 @@ package main
 // (issue 10: every open shard processing within one re-sync interval).
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -27,10 +24,7 @@ import (
 	"github.com/projhost/projhost/internal/reshardcheck"
 	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/projection"
-	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/source"
-	kinesissrc "github.com/projhost/projhost/source/kinesis"
-	"github.com/projhost/projhost/store/dynamo"
 )
 
 // TestKinesisUpdateShardCountDynamo: two `run --source kinesis --store dynamodb` workers with
@@ -59,13 +53,7 @@ func TestKinesisUpdateShardCountDynamo(t *testing.T) {
 	dir := t.TempDir()
 	put := func(name string, part []flightcheck.Flight) {
 		t.Helper()
-		var lines bytes.Buffer
-		for _, f := range part {
-			lines.Write(f.JSON())
-			lines.WriteByte('\n')
-		}
-		file := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(file, lines.Bytes(), 0o644))
+		file := jsonLines(t, dir, name, part)
 		r := cli(t, nil, binPath, append([]string{"kinesis", "put", "--key-field", "origin", file}, k...)...)
 		require.NoError(t, r.err, r.stderr)
 		require.Contains(t, r.stderr, " 0 entries resent", "a resent record lands after later ones of its key")
@@ -77,17 +65,7 @@ func TestKinesisUpdateShardCountDynamo(t *testing.T) {
 	traces := []string{filepath.Join(dir, "w1.trace"), filepath.Join(dir, "w2.trace")}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var workers []*exec.Cmd
-	var stderrs []*bytes.Buffer
-	for i, tr := range traces {
-		args := append(append([]string{"run", "--name", "f", "--handler", handler, "--trace", tr,
-			"--worker-id", []string{"w1", "w2"}[i]}, store...), src...)
-		w := exec.CommandContext(ctx, binPath, args...)
-		var stderr bytes.Buffer
-		w.Stderr = &stderr
-		require.NoError(t, w.Start())
-		workers, stderrs = append(workers, w), append(stderrs, &stderr)
-	}
+	workers, stderrs := startWorkers(t, ctx, traces, append(append([]string{"--name", "f", "--handler", handler}, store...), src...)...)
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -136,7 +114,12 @@ func TestKinesisUpdateShardCountDynamo(t *testing.T) {
 
 	// The stream as a plain reader sees it: every shard read to its end (parents) or tip
 	// (children), for the lineage and the sequence numbers' keys.
-	ss, keys, last := readStream(t, kc, stream)
+	ss, keys, err := kinesistest.ReadStream(context.Background(), kc, stream)
+	require.NoError(t, err)
+	last := map[string]string{} // shard -> its last record's sequence number
+	for id, evs := range keys {
+		last[id] = evs[len(evs)-1].Seq
+	}
 	var parents, children []string
 	for _, s := range ss {
 		if s.Closed {
@@ -162,16 +145,7 @@ func TestKinesisUpdateShardCountDynamo(t *testing.T) {
 	}
 	stopped = true
 
-	st, err := dynamo.Open(context.Background(), dynamo.Config{Endpoint: dep, Prefix: prefix})
-	require.NoError(t, err)
-	defer (&stores{st}).Close()
-	var docs []readmodel.Doc
-	for _, c := range []string{"airports", "routes"} {
-		d, err := st.ReadModel.Scan(context.Background(), "f", c)
-		require.NoError(t, err)
-		docs = append(docs, d...)
-	}
-	flightcheck.Check(t, fs, docs)
+	flightcheck.Check(t, fs, dynamoDocs(t, dep, prefix, "f"))
 
 	recs := merged()
 	checkTracedLineage(t, ss, keys, recs)
@@ -197,46 +171,15 @@ func TestKinesisUpdateShardCountDynamo(t *testing.T) {
 				ps = s.ParentIDs
 			}
 		}
-		t.Logf("child %s (of %v): first batch %v after the update returned", c, ps, first.Round(time.Millisecond))
+		acq := slices.IndexFunc(recs, func(r projection.TraceRecord) bool {
+			return r.Event == "lease" && r.Kind == string(projection.LeaseAcquired) && r.Shard == c
+		})
+		require.GreaterOrEqual(t, acq, 0, "child %s was never acquired", c)
+		t.Logf("child %s (of %v): lease acquired %v after the update returned, first batch handled from %v (its handler call, reads of the read model included: %v) to %v",
+			c, ps, recs[acq].Time.Sub(updated).Round(time.Millisecond), (first - time.Duration(recs[i].Micros)*time.Microsecond).Round(time.Millisecond),
+			(time.Duration(recs[i].Micros) * time.Microsecond).Round(time.Millisecond), first.Round(time.Millisecond))
 		require.LessOrEqual(t, first, bound, "child %s processing later than one re-sync interval (%v) after the update", c, bound)
 	}
-}
-
-// seqKey is a record's sequence number and partition key.
-type seqKey struct{ seq, key string }
-
-// readStream reads every shard of stream with a plain source from TRIM_HORIZON: closed shards to
-// their end, open ones to their tip (an empty answer at MillisBehindLatest 0). It returns the
-// shards (parents first), each shard's records and each shard's last sequence number.
-func readStream(t *testing.T, c *kinesis.Client, stream string) ([]source.Shard, map[string][]seqKey, map[string]string) {
-	t.Helper()
-	ctx := context.Background()
-	src, err := kinesissrc.New(c, stream, kinesissrc.WithIdleTime(50*time.Millisecond))
-	require.NoError(t, err)
-	ss, err := src.Shards(ctx)
-	require.NoError(t, err)
-	keys, last := map[string][]seqKey{}, map[string]string{}
-	for _, s := range ss {
-		r, err := src.Open(ctx, s.ID, "")
-		require.NoError(t, err)
-		for i := 0; ; i++ {
-			require.Less(t, i, 1000, "shard %s: no end after %d reads", s.ID, i)
-			b, err := r.Read(ctx, kinesissrc.MaxRead, time.Second)
-			if errors.Is(err, source.ErrShardEnded) {
-				break
-			}
-			require.NoError(t, err)
-			for _, e := range b.Events {
-				keys[s.ID] = append(keys[s.ID], seqKey{e.Seq, e.PartitionKey})
-				last[s.ID] = e.Seq
-			}
-			if !s.Closed && len(b.Events) == 0 && b.MillisBehind == 0 {
-				break
-			}
-		}
-		r.Close()
-	}
-	return ss, keys, last
 }
 
 // checkTracedLineage checks, from trace records in time order (the workers run on one machine),
@@ -244,7 +187,7 @@ func readStream(t *testing.T, c *kinesis.Client, stream string) ([]source.Shard,
 // finished (reshardcheck.Order), and that for every partition key no event of a shard was
 // applied after one of its descendants' (reshardcheck.CheckKeys; a batch's events are the
 // shard's records from its first to its last sequence number).
-func checkTracedLineage(t *testing.T, ss []source.Shard, keys map[string][]seqKey, recs []projection.TraceRecord) {
+func checkTracedLineage(t *testing.T, ss []source.Shard, keys map[string][]source.Event, recs []projection.TraceRecord) {
 	t.Helper()
 	ord := reshardcheck.New()
 	hooks := ord.Hooks()
@@ -255,12 +198,12 @@ func checkTracedLineage(t *testing.T, ss []source.Shard, keys map[string][]seqKe
 		case r.Event == "batch":
 			hooks.Batch(projection.BatchInfo{ShardInfo: si, FirstSeq: r.FirstSeq, LastSeq: r.LastSeq, Events: r.Events})
 			ks := keys[r.Shard]
-			i := slices.IndexFunc(ks, func(k seqKey) bool { return k.seq == r.FirstSeq })
+			i := slices.IndexFunc(ks, func(e source.Event) bool { return e.Seq == r.FirstSeq })
 			require.GreaterOrEqual(t, i, 0, "a batch of %s starts at %s, which the shard does not hold", r.Shard, r.FirstSeq)
 			require.LessOrEqual(t, i+r.Events, len(ks), "a batch of %s from %s runs past the shard's records", r.Shard, r.FirstSeq)
-			require.Equal(t, r.LastSeq, ks[i+r.Events-1].seq, "the batch of %d events of %s from %s", r.Events, r.Shard, r.FirstSeq)
-			for _, k := range ks[i : i+r.Events] {
-				applied = append(applied, reshardcheck.Applied{Key: k.key, Shard: r.Shard})
+			require.Equal(t, r.LastSeq, ks[i+r.Events-1].Seq, "the batch of %d events of %s from %s", r.Events, r.Shard, r.FirstSeq)
+			for _, e := range ks[i : i+r.Events] {
+				applied = append(applied, reshardcheck.Applied{Key: e.PartitionKey, Shard: r.Shard})
 			}
 		case r.Event == "lease" && r.Kind == string(projection.LeaseFinished):
 			hooks.Lease(projection.LeaseInfo{ShardInfo: si, Event: projection.LeaseFinished})

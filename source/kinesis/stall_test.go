@@ -6,9 +6,7 @@ package kinesis_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -19,14 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/projhost/projhost/container"
-	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/internal/flightcheck"
 	"github.com/projhost/projhost/internal/kinesistest"
-	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/projection"
-	"github.com/projhost/projhost/source"
 	kinesissrc "github.com/projhost/projhost/source/kinesis"
-	"github.com/projhost/projhost/store/sqlite"
 )
 
 // agingClient applies Kinesis' iterator expiry (5 minutes: GetShardIterator API reference) at a
@@ -91,38 +85,6 @@ func (c *agingClient) expiries() int {
 	return c.expired
 }
 
-// shardSeqs reads every shard of stream from TRIM_HORIZON to its tip with a plain source (no
-// expiry): shard -> its records' sequence numbers in order.
-func shardSeqs(t *testing.T, c *kinesis.Client, stream string) map[string][]string {
-	t.Helper()
-	ctx := context.Background()
-	src, err := kinesissrc.New(c, stream, kinesissrc.WithLogger(quiet), kinesissrc.WithIdleTime(50*time.Millisecond))
-	require.NoError(t, err)
-	ss, err := src.Shards(ctx)
-	require.NoError(t, err)
-	out := map[string][]string{}
-	for _, s := range ss {
-		r, err := src.Open(ctx, s.ID, "")
-		require.NoError(t, err)
-		for i := 0; ; i++ {
-			require.Less(t, i, 1000, "shard %s: no tip after %d reads", s.ID, i)
-			b, err := r.Read(ctx, kinesissrc.MaxRead, time.Second)
-			if errors.Is(err, source.ErrShardEnded) {
-				break
-			}
-			require.NoError(t, err)
-			for _, e := range b.Events {
-				out[s.ID] = append(out[s.ID], e.Seq)
-			}
-			if len(b.Events) == 0 && b.MillisBehind == 0 {
-				break
-			}
-		}
-		r.Close()
-	}
-	return out
-}
-
 // TestStalledHandlerPastIteratorExpiry: a container worker projects 2,000 flights from a
 // 2-shard kinesis-local stream through a client whose iterators expire after 300 ms, while a
 // Batch hook stalls the shard's loop for 700 ms after every third batch of a shard that has
@@ -142,14 +104,15 @@ func TestStalledHandlerPastIteratorExpiry(t *testing.T) {
 	name, _ := kinesistest.Stream(t, c, 2)
 	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))
 	ctx := context.Background()
-	entries := make([]types.PutRecordsRequestEntry, len(fs))
-	for i, f := range fs {
-		entries[i] = types.PutRecordsRequestEntry{PartitionKey: aws.String(f.Origin), Data: f.JSON()}
-	}
-	resent, err := kinesistest.Put(ctx, c, name, entries)
+	putFlights(t, c, name, fs)
+	_, recs, err := kinesistest.ReadStream(ctx, c, name)
 	require.NoError(t, err)
-	require.Zero(t, resent, "entries sent again: the order of their keys is lost")
-	want := shardSeqs(t, c, name)
+	want := map[string][]string{} // shard -> its records' sequence numbers in order
+	for id, evs := range recs {
+		for _, e := range evs {
+			want[id] = append(want[id], e.Seq)
+		}
+	}
 	total := 0
 	for id, seqs := range want {
 		require.NotEmpty(t, seqs, "shard %s got no flight", id)
@@ -160,16 +123,7 @@ func TestStalledHandlerPastIteratorExpiry(t *testing.T) {
 	aging := newAgingClient(c, expiry)
 	src, err := kinesissrc.New(aging, name, kinesissrc.WithLogger(quiet))
 	require.NoError(t, err)
-	st, err := sqlite.Open(t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	rt, err := host.NewRuntime(ctx, host.WithLogger(quiet))
-	require.NoError(t, err)
-	t.Cleanup(func() { rt.Close(ctx) })
-	wasm, err := os.ReadFile(testwasm.Path(t, testwasm.FlightDelaysAS))
-	require.NoError(t, err)
-	mod, err := rt.Load(ctx, testwasm.FlightDelaysAS, wasm)
-	require.NoError(t, err)
+	st, mod := flightStore(t)
 
 	type span struct {
 		first, last string
