@@ -49,8 +49,16 @@ type Config struct {
 	BatchWait         time.Duration
 	LeaseDuration     time.Duration // default shardmap.DefaultLeaseDuration (6s); at least 1s
 	MaxStealsPerRound int           // default 1; stealing cannot be turned off here
-	// ShardSync is how often the shard list is read again (new shards get leases; ended ones
-	// are finished by their owners); also right after a shard ends. Default 10s.
+	// ShardSync is how often the source's shard list is read again: new shards (the children
+	// of a split, a merge or an UpdateShardCount) get their leases then, in the lease store
+	// every worker shares, and a lease round (every third of LeaseDuration) of any worker takes
+	// a child once every parent is finished. The list is also read right after this worker
+	// finishes a shard, so the children of a shard read to its end here do not wait for the
+	// next sync; ShardSync bounds the wait for the others (a worker that finished the parents
+	// died before its sync; parents past the retention period, which nobody reads). Each sync is one Source.Shards call (Kinesis:
+	// ListShards, paged, whose quota the Kinesis API reference gives as 1000 calls a second per
+	// stream, shared by every consumer) and one lease-store write per new shard. 0 takes
+	// DefaultShardSync (10s); a negative value is refused (ErrConfig).
 	ShardSync time.Duration
 	// ControlCheck is how often requested dead-letter replays and resumes of stopped shards
 	// are looked for. Default 1s.
@@ -81,8 +89,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: batch wait must be positive", ErrConfig)
 	case c.LeaseDuration != 0 && c.LeaseDuration < time.Second:
 		return fmt.Errorf("%w: lease duration must be at least 1s (renewals happen every third of it)", ErrConfig)
-	case c.MaxStealsPerRound < 0 || c.ShardSync < 0 || c.ControlCheck < 0:
-		return fmt.Errorf("%w: steals per round, shard sync and control check must be positive", ErrConfig)
+	case c.MaxStealsPerRound < 0 || c.ControlCheck < 0:
+		return fmt.Errorf("%w: steals per round and control check must be positive", ErrConfig)
+	case c.ShardSync < 0:
+		return fmt.Errorf("%w: shard-sync %v is negative: give how often the shard list is read again, e.g. 10s (0: the default, %v)", ErrConfig, c.ShardSync, DefaultShardSync)
 	}
 	if err := c.Config.Validate(); err != nil {
 		return err

@@ -90,3 +90,64 @@ func TestUntilCaughtUpByProbes(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
+
+// notDueReader is a reader as Kinesis' is between two calls: every other Read returns an empty
+// batch at once, its lag unknown (MillisBehind and EventsBehind -1), without reading.
+type notDueReader struct {
+	source.ShardReader
+	n int
+}
+
+func (r *notDueReader) Read(ctx context.Context, max int, wait time.Duration) (source.Batch, error) {
+	r.n++
+	if r.n%2 == 0 {
+		return source.Batch{MillisBehind: -1, EventsBehind: -1}, nil
+	}
+	b, err := r.ShardReader.Read(ctx, max, wait)
+	b.EventsBehind = -1 // Kinesis cannot tell
+	return b, err
+}
+
+// notDueSource is probeSource with notDueReaders.
+type notDueSource struct{ probeSource }
+
+func (p *notDueSource) Open(ctx context.Context, id, after string) (source.ShardReader, error) {
+	r, err := p.s.Open(ctx, id, after)
+	if err != nil {
+		return nil, err
+	}
+	return &notDueReader{ShardReader: r}, nil
+}
+
+// TestUntilCaughtUpNotByUnknownLag: over a source without a Header, a worker's own shard is
+// caught up only by an empty read known to be at the tip (MillisBehind 0), not by an empty one
+// whose lag is unknown (-1: a Kinesis reader whose next call was not due, after a page of
+// records): with every other read such, UntilCaughtUp returns only once the read model is
+// exact.
+func TestUntilCaughtUpNotByUnknownLag(t *testing.T) {
+	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))
+	ms := memsource.New(2)
+	recs := make([]memsource.Record, len(fs))
+	for i, f := range fs {
+		recs[i] = memsource.Record{PartitionKey: f.Origin, Data: f.JSON()}
+	}
+	_, err := ms.Append(context.Background(), recs)
+	require.NoError(t, err)
+	st, err := sqlite.Open(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	r, err := container.New(container.Config{
+		Config: projection.Config{Projection: "flights", Stores: st, Modules: projection.Fixed(load(t, "flightdelays-as")), Logger: quiet,
+			CursorEveryEvents: 50},
+		WorkerID: "w1", Source: &notDueSource{probeSource{s: ms}}, BatchSize: 50, BatchWait: 10 * time.Millisecond,
+		LeaseDuration: 30 * time.Second, UntilCaughtUp: true,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, r.Run(ctx))
+	require.NoError(t, ctx.Err(), "caught up within 60 s")
+	docs, err := st.ReadModel.Scan(context.Background(), "flights", "")
+	require.NoError(t, err)
+	flightcheck.Check(t, fs, docs)
+}

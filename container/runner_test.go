@@ -256,6 +256,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"no module", func(c *container.Config) { c.Modules = nil }, projection.ErrConfig, "module provider is required"},
 		{"bad policy", func(c *container.Config) { c.Policy.OnError = "skip" }, projection.ErrConfig, `unknown error policy "skip"`},
 		{"short lease", func(c *container.Config) { c.LeaseDuration = time.Millisecond }, container.ErrConfig, "at least 1s"},
+		{"negative shard sync", func(c *container.Config) { c.ShardSync = -time.Second }, container.ErrConfig,
+			"shard-sync -1s is negative: give how often the shard list is read again, e.g. 10s (0: the default, 10s)"},
 		{"no dead letters", func(c *container.Config) { s := *e.st; s.DeadLetters = nil; c.Stores = &s }, store.ErrIncomplete, "dead-letter"},
 		{"mode without committer", func(c *container.Config) { s := *e.st; s.Committer = nil; c.Stores = &s }, store.ErrIncomplete, "Committer"},
 		{"until caught up without head or probe", func(c *container.Config) {
@@ -272,6 +274,24 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			require.Contains(t, err.Error(), c.msg)
 		})
 	}
+}
+
+// TestShardSyncDefault: Validate keeps a positive ShardSync and gives 0 the default (what
+// `run --shard-sync 0` gets too: the CLI hands the flag's value over as it is).
+func TestShardSyncDefault(t *testing.T) {
+	e := newEnv(t, 1)
+	for _, c := range []struct{ in, want time.Duration }{
+		{0, container.DefaultShardSync},
+		{time.Millisecond, time.Millisecond},
+		{3 * time.Second, 3 * time.Second},
+		{time.Hour, time.Hour},
+	} {
+		cfg := container.Config{Config: projection.Config{Projection: "p", Stores: e.st, Modules: projection.Fixed(e.mod)},
+			WorkerID: "w", Source: e.j, ShardSync: c.in}
+		require.NoError(t, cfg.Validate(), c.in)
+		require.Equal(t, c.want, cfg.ShardSync, c.in)
+	}
+	require.Equal(t, 10*time.Second, container.DefaultShardSync, "README and run --help say 10s")
 }
 
 // leaseLog collects a runner's lease events.

@@ -189,9 +189,20 @@ func (r *Runner) pull(ctx context.Context, s *shardRun, sh *projection.Shard, lo
 		} else {
 			idle = 0
 		}
-		// -1: unknown, the watcher asks the stores (a Header) or the source (a Prober).
-		s.caughtUp.Store(idle > 0 && b.EventsBehind <= 0 && b.MillisBehind <= 0)
+		s.caughtUp.Store(idle > 0 && b.EventsBehind <= 0 && r.atTip(b))
 	}
+}
+
+// atTip reports whether an empty batch b leaves its shard caught up as far as the source can
+// tell. A source.Header's shard (-1: unknown) is checked against the stores by the watcher
+// anyway; a source.Prober's (Kinesis) own shards are caught up by their last read alone, so
+// only a known MillisBehind of 0 counts (the Kinesis reader says -1 when its last answer had
+// records, which a page at MillisBehindLatest 0 may be followed by).
+func (r *Runner) atTip(b source.Batch) bool {
+	if _, hd := r.cfg.Source.(source.Header); hd {
+		return b.MillisBehind <= 0
+	}
+	return b.MillisBehind == 0
 }
 
 // IdleReadMax is the longest a shard's loop waits between two reads of an idle shard (no new

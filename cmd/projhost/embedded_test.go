@@ -185,6 +185,7 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"status", "--data", dir, "--busy-timeout", "0s"}, "--busy-timeout: local: invalid input: busy timeout 0s: use 1ms to 1h0m0s"},
 		{[]string{"journal", "append", "--data", dir, "--busy-timeout", "2h", events}, "--busy-timeout"},
 		{[]string{"sql", "--data", dir, "--timeout", "0s", "SELECT 1"}, "--timeout must be positive"},
+		{[]string{"run", "--data", dir, "--name", "f", "--handler", testwasm.Path(t, testwasm.FlightDelaysAS), "--shard-sync", "-10ms"}, "shard-sync -10ms is negative"},
 	}
 	for _, c := range cases {
 		requireRefused(t, c.args, c.want)

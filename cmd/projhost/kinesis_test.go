@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,6 +55,7 @@ func TestKinesisFlagsRefused(t *testing.T) {
 		{"bad timestamp", cat(run, kin, []string{"--data", t.TempDir(), "--initial-position", "AT_TIMESTAMP=2026-13-01"}), "want TRIM_HORIZON, LATEST or AT_TIMESTAMP="},
 		{"embedded store without --data", cat(run, kin), "--source kinesis with --store sqlite needs --data DIR"},
 		{"status: embedded store without --data", cat([]string{"status"}, kin), "--source kinesis with --store sqlite needs --data DIR"},
+		{"negative shard sync", cat(run, kin, []string{"--data", t.TempDir(), "--shard-sync", "-1s"}), "shard-sync -1s is negative: give how often the shard list is read again, e.g. 10s (0: the default, 10s)"},
 		{"dynamodb with --data", cat(run, kin, []string{"--store", "dynamodb", "--data", t.TempDir()}), "--data is not used with --source kinesis and --store dynamodb"},
 		{"create: no shards", []string{"kinesis", "create", "--stream", "s", "--shards", "0"}, "--shards 0: use 1 to 10000"},
 		{"create: an ARN", []string{"kinesis", "create", "--stream", "arn:aws:kinesis:us-east-1:1:stream/s"}, "create takes a stream name, not an ARN"},
@@ -96,13 +98,7 @@ func TestKinesisTwoWorkersDynamo(t *testing.T) {
 
 	// A held-out subset: flights-2k from its 700th record (other tests project its start).
 	flights := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))[700:1900]
-	var lines bytes.Buffer
-	for _, f := range flights {
-		lines.Write(f.JSON())
-		lines.WriteByte('\n')
-	}
-	file := filepath.Join(t.TempDir(), "flights.jsonl")
-	require.NoError(t, os.WriteFile(file, lines.Bytes(), 0o644))
+	file := jsonLines(t, t.TempDir(), "flights.jsonl", flights)
 	r := cli(t, nil, binPath, append([]string{"kinesis", "put", "--stream", stream + "-none", file}, k...)...)
 	require.Error(t, r.err)
 	require.Contains(t, r.stderr, "the input's first 0 records are stored")
@@ -118,31 +114,11 @@ func TestKinesisTwoWorkersDynamo(t *testing.T) {
 	traces := []string{filepath.Join(dir, "w1.trace"), filepath.Join(dir, "w2.trace")}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var workers []*exec.Cmd
-	var stderrs []*bytes.Buffer
-	for i, tr := range traces {
-		args := append(append([]string{"run", "--name", "f", "--handler", handler, "--until-caught-up", "--trace", tr,
-			"--worker-id", []string{"w1", "w2"}[i]}, store...), src...)
-		w := exec.CommandContext(ctx, binPath, args...)
-		var stderr bytes.Buffer
-		w.Stderr = &stderr
-		require.NoError(t, w.Start())
-		workers, stderrs = append(workers, w), append(stderrs, &stderr)
-	}
+	workers, stderrs := startWorkers(t, ctx, traces, append(append([]string{"--name", "f", "--handler", handler, "--until-caught-up"}, store...), src...)...)
 	for i, w := range workers {
 		require.NoError(t, w.Wait(), "worker %d:\n%s", i+1, stderrs[i])
 	}
-
-	st, err := dynamo.Open(context.Background(), dynamo.Config{Endpoint: dep, Prefix: prefix})
-	require.NoError(t, err)
-	defer (&stores{st}).Close()
-	var docs []readmodel.Doc
-	for _, c := range []string{"airports", "routes"} {
-		d, err := st.ReadModel.Scan(context.Background(), "f", c)
-		require.NoError(t, err)
-		docs = append(docs, d...)
-	}
-	flightcheck.Check(t, flights, docs)
+	flightcheck.Check(t, flights, dynamoDocs(t, dep, prefix, "f"))
 
 	// The last lag traced of each shard, by either worker (a shard may change hands).
 	handled, lastLag := 0, map[string]projection.TraceRecord{}
@@ -185,6 +161,52 @@ func TestKinesisTwoWorkersDynamo(t *testing.T) {
 	table := projhost(t, append(append([]string{"status", "--name", "f"}, store...), src...)...)
 	require.Contains(t, table, "LAG (ms)")
 	require.Equal(t, 4, strings.Count(table, "caught up"), table)
+}
+
+// jsonLines writes flights to dir/name as JSON lines (the input of `kinesis put`) and returns
+// its path.
+func jsonLines(t *testing.T, dir, name string, flights []flightcheck.Flight) string {
+	t.Helper()
+	var lines bytes.Buffer
+	for _, f := range flights {
+		lines.Write(f.JSON())
+		lines.WriteByte('\n')
+	}
+	file := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(file, lines.Bytes(), 0o644))
+	return file
+}
+
+// startWorkers starts one `projhost run --trace TRACE --worker-id wN ARGS...` per trace file
+// (w1, w2, ...), killed when ctx ends, and returns them with their stderr.
+func startWorkers(t *testing.T, ctx context.Context, traces []string, args ...string) ([]*exec.Cmd, []*bytes.Buffer) {
+	t.Helper()
+	var workers []*exec.Cmd
+	var stderrs []*bytes.Buffer
+	for i, tr := range traces {
+		w := exec.CommandContext(ctx, binPath, append([]string{"run", "--trace", tr, "--worker-id", fmt.Sprintf("w%d", i+1)}, args...)...)
+		var stderr bytes.Buffer
+		w.Stderr = &stderr
+		require.NoError(t, w.Start())
+		workers, stderrs = append(workers, w), append(stderrs, &stderr)
+	}
+	return workers, stderrs
+}
+
+// dynamoDocs returns the flightdelays read model of projection name (airports and routes) from
+// the DynamoDB tables of prefix at endpoint dep.
+func dynamoDocs(t *testing.T, dep, prefix, name string) []readmodel.Doc {
+	t.Helper()
+	st, err := dynamo.Open(context.Background(), dynamo.Config{Endpoint: dep, Prefix: prefix})
+	require.NoError(t, err)
+	defer (&stores{st}).Close()
+	var docs []readmodel.Doc
+	for _, c := range []string{"airports", "routes"} {
+		d, err := st.ReadModel.Scan(context.Background(), name, c)
+		require.NoError(t, err)
+		docs = append(docs, d...)
+	}
+	return docs
 }
 
 // readTrace reads a `run --trace` file.

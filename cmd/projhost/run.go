@@ -58,8 +58,8 @@ new handler, stop every worker (gracefully: the new one then starts at once; aft
 the old leases expire) and start them with it, or run it under another --name.
 
 --source kinesis reads a Kinesis Data Streams stream (--stream NAME|ARN) instead of the local
-journal: shards from ListShards, re-listed every 10s (a child shard starts once every parent
-is finished), GetRecords paced under the per-shard quotas, cursors AFTER_SEQUENCE_NUMBER;
+journal: shards from ListShards, re-listed every --shard-sync (a child shard starts once every
+parent is finished), GetRecords paced under the per-shard quotas, cursors AFTER_SEQUENCE_NUMBER;
 shards without a cursor start at --initial-position. --data is then only the embedded store's
 directory (with --store dynamodb nothing is kept in files, and --data is refused).
 --until-caught-up then means: every closed shard finished, every open shard read to its tip
@@ -221,6 +221,7 @@ are probed at most once a second), and no dead-letter replay pending.`,
 	f.StringVar(&onError, "on-error", string(projection.DefaultOnError), "what to do with an event the handler keeps failing on: retry (for ever), dead-letter (store it, go on) or stop (stop the shard until projhost resume)")
 	f.IntVar(&cfg.Policy.MaxAttempts, "max-attempts", projection.DefaultMaxAttempts, "handler calls of a failing batch before --on-error dead-letter or stop acts")
 	f.DurationVar(&cfg.LeaseDuration, "lease-duration", shardmap.DefaultLeaseDuration, "lease duration: a worker silent this long loses its shards (renewed every third of it)")
+	f.DurationVar(&cfg.ShardSync, "shard-sync", container.DefaultShardSync, "how often the shard list is read again, which gives new shards (a split's, a merge's or a resharded Kinesis stream's children) their leases; also right after this worker finishes a shard (0: the default)")
 	f.StringVar(&workerID, "worker-id", "", "unique worker id (default HOSTNAME-PID)")
 	f.BoolVar(&trusted, "trusted", false, "trust the handler: no per-batch deadline (a batch may run as long as it takes; a runaway loop then holds its shard, but the other shards, lease renewals and SIGINT/SIGTERM keep working)")
 	f.DurationVar(&deadline, "batch-deadline", 0, "per-batch deadline of the handler (default 5s; ignored with --trusted)")

@@ -32,6 +32,7 @@ import (
 
 	"github.com/projhost/projhost/internal/kinesisadmin"
 	"github.com/projhost/projhost/internal/localserver"
+	"github.com/projhost/projhost/source"
 	kinesissrc "github.com/projhost/projhost/source/kinesis"
 )
 
@@ -147,4 +148,49 @@ func Put(ctx context.Context, c *kinesis.Client, stream string, recs []types.Put
 		}
 	}
 	return resent, nil
+}
+
+// ReadStream reads every shard of stream from TRIM_HORIZON with a plain source
+// (source/kinesis, idle time 50 ms): a closed shard to its end, an open one to its tip (an empty
+// answer at MillisBehindLatest 0). It returns the shards (source.Shards: parents first) and each
+// shard's records in order, for tests that compare what workers applied with the stream.
+// Errors: the source's; a shard with no end or tip after 1,000 reads.
+func ReadStream(ctx context.Context, c *kinesis.Client, stream string) ([]source.Shard, map[string][]source.Event, error) {
+	src, err := kinesissrc.New(c, stream, kinesissrc.WithIdleTime(50*time.Millisecond))
+	if err != nil {
+		return nil, nil, err
+	}
+	ss, err := src.Shards(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := map[string][]source.Event{}
+	for _, s := range ss {
+		if err := readShard(ctx, src, stream, s, out); err != nil {
+			return nil, nil, err
+		}
+	}
+	return ss, out, nil
+}
+
+func readShard(ctx context.Context, src *kinesissrc.Source, stream string, s source.Shard, out map[string][]source.Event) error {
+	r, err := src.Open(ctx, s.ID, "")
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for i := 0; i < 1000; i++ {
+		b, err := r.Read(ctx, kinesissrc.MaxRead, time.Second)
+		if errors.Is(err, source.ErrShardEnded) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out[s.ID] = append(out[s.ID], b.Events...)
+		if !s.Closed && len(b.Events) == 0 && b.MillisBehind == 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("kinesistest: shard %s of %s: no end or tip after 1000 reads", s.ID, stream)
 }

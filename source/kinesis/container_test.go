@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/stretchr/testify/require"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/projhost/projhost/projection"
 	"github.com/projhost/projhost/source"
 	kinesissrc "github.com/projhost/projhost/source/kinesis"
+	"github.com/projhost/projhost/store"
 	"github.com/projhost/projhost/store/sqlite"
 )
 
@@ -34,27 +36,10 @@ func TestContainerResharding(t *testing.T) {
 	require.NoError(t, err)
 	rs := resharder(c, name)
 	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))
-	st, err := sqlite.Open(t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
+	st, mod := flightStore(t)
 	ctx := context.Background()
-	rt, err := host.NewRuntime(ctx, host.WithLogger(quiet))
-	require.NoError(t, err)
-	t.Cleanup(func() { rt.Close(ctx) })
-	wasm, err := os.ReadFile(testwasm.Path(t, testwasm.FlightDelaysAS))
-	require.NoError(t, err)
-	mod, err := rt.Load(ctx, testwasm.FlightDelaysAS, wasm)
-	require.NoError(t, err)
 
-	put := func(part []flightcheck.Flight) {
-		entries := make([]types.PutRecordsRequestEntry, len(part))
-		for i, f := range part {
-			entries[i] = types.PutRecordsRequestEntry{PartitionKey: aws.String(f.Origin), Data: f.JSON()}
-		}
-		resent, err := kinesistest.Put(ctx, c, name, entries)
-		require.NoError(t, err)
-		require.Zero(t, resent, "entries sent again: the order of their keys is lost")
-	}
+	put := func(part []flightcheck.Flight) { putFlights(t, c, name, part) }
 	ord := reshardcheck.New()
 	hooks := ord.Hooks()
 	runCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
@@ -123,3 +108,34 @@ func TestContainerResharding(t *testing.T) {
 }
 
 var quiet = slog.New(slog.DiscardHandler)
+
+// putFlights puts flights to stream, partition key origin, and fails unless every record was
+// stored at the first try (a record sent again lands after later ones of its key).
+func putFlights(t *testing.T, c *kinesis.Client, stream string, flights []flightcheck.Flight) {
+	t.Helper()
+	entries := make([]types.PutRecordsRequestEntry, len(flights))
+	for i, f := range flights {
+		entries[i] = types.PutRecordsRequestEntry{PartitionKey: aws.String(f.Origin), Data: f.JSON()}
+	}
+	resent, err := kinesistest.Put(context.Background(), c, stream, entries)
+	require.NoError(t, err)
+	require.Zero(t, resent, "entries sent again: the order of their keys is lost")
+}
+
+// flightStore returns an embedded store in a temporary directory and the flightdelays handler
+// (AssemblyScript build) loaded, both closed when t ends.
+func flightStore(t *testing.T) (*store.Stores, *host.Module) {
+	t.Helper()
+	st, err := sqlite.Open(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	rt, err := host.NewRuntime(ctx, host.WithLogger(quiet))
+	require.NoError(t, err)
+	t.Cleanup(func() { rt.Close(ctx) })
+	wasm, err := os.ReadFile(testwasm.Path(t, testwasm.FlightDelaysAS))
+	require.NoError(t, err)
+	mod, err := rt.Load(ctx, testwasm.FlightDelaysAS, wasm)
+	require.NoError(t, err)
+	return st, mod
+}

@@ -72,6 +72,10 @@ type fakeKinesis struct {
 	// emptyPages: the first emptyPages GetRecords calls return no records (the iterator stays
 	// where it is) with MillisBehindLatest behindMs.
 	emptyPages int
+	// iterExpiry, when > 0, is how long an iterator lives on the fake clock (Kinesis: 5
+	// minutes): a GetRecords with an older one is answered with ExpiredIteratorException.
+	iterExpiry time.Duration
+	issued     map[string]time.Time // iterator -> when it was handed out (with iterExpiry)
 
 	calls     []getCall
 	listCalls []*kinesis.ListShardsInput
@@ -157,7 +161,17 @@ func (f *fakeKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShard
 	default:
 		return nil, fmt.Errorf("fake: iterator type %s", in.ShardIteratorType)
 	}
-	return &kinesis.GetShardIteratorOutput{ShardIterator: aws.String(fmt.Sprintf("%s/%d", aws.ToString(in.ShardId), i))}, nil
+	it := fmt.Sprintf("%s/%d", aws.ToString(in.ShardId), i)
+	f.issue(it)
+	return &kinesis.GetShardIteratorOutput{ShardIterator: aws.String(it)}, nil
+}
+
+// issue dates iterator it (handed out now) for iterExpiry.
+func (f *fakeKinesis) issue(it string) {
+	if f.issued == nil {
+		f.issued = map[string]time.Time{}
+	}
+	f.issued[it] = f.clock.Now()
 }
 
 func (f *fakeKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
@@ -169,6 +183,10 @@ func (f *fakeKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInpu
 		if call.err = f.failGetRecords(len(f.calls)); call.err != nil {
 			return nil, call.err
 		}
+	}
+	if at, ok := f.issued[aws.ToString(in.ShardIterator)]; ok && f.iterExpiry > 0 && call.at.Sub(at) > f.iterExpiry {
+		call.err = &types.ExpiredIteratorException{Message: aws.String("Iterator expired")}
+		return nil, call.err
 	}
 	if len(f.calls) < f.emptyPages {
 		return &kinesis.GetRecordsOutput{MillisBehindLatest: aws.Int64(f.behindMs), NextShardIterator: in.ShardIterator}, nil
@@ -185,6 +203,8 @@ func (f *fakeKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInpu
 	}
 	if s.shard.SequenceNumberRange.EndingSequenceNumber != nil && end == len(s.recs) {
 		out.NextShardIterator = nil
+	} else {
+		f.issue(*out.NextShardIterator)
 	}
 	return out, nil
 }

@@ -26,7 +26,10 @@
 // idleTimeBetweenReadsInMillis) only after a call that returned no records with
 // MillisBehindLatest 0 (caught up and empty); a call that returned records, or an empty page of
 // a shard still behind, is followed by the next call as soon as the pacing allows. A Read never
-// waits past its wait argument: when the next call is not due by then, it returns an empty batch.
+// waits past its wait argument: when the next call is not due by then, it returns an empty batch
+// whose MillisBehind is the last answer's, or -1 (unknown) when that answer had records at
+// MillisBehindLatest 0 or there was none yet: only an empty answer at 0 shows the tip (records
+// put in the tip's millisecond may follow a page at 0).
 //
 // Errors of GetRecords: ProvisionedThroughputExceededException and the SDK's other throttling
 // errors are retried with exponential backoff (ThrottleBackoffMin doubling to
@@ -34,8 +37,9 @@
 // (5xx, timeouts, connection resets) the same way up to MaxTransientRetries in a row;
 // ExpiredIteratorException (an iterator unused for 5 minutes: a handler stalled that long) gets
 // a new iterator AFTER_SEQUENCE_NUMBER the last record this reader returned, or at its start
-// position when it returned none, so that nothing is skipped or returned twice. Other errors
-// are returned.
+// position when it returned none, so that nothing is skipped or returned twice; it is got right
+// before the next GetRecords (not when the expiry is answered), so that it cannot expire in turn
+// while the caller waits between Reads. Other errors are returned.
 //
 // A closed shard read to its end (GetRecords without NextShardIterator) returns its last records
 // and then source.ErrShardEnded on every Read.
@@ -266,7 +270,8 @@ type Stats struct {
 	// Throttled is the number of GetRecords calls refused for throughput
 	// (ProvisionedThroughputExceededException and other throttling errors).
 	Throttled int64
-	// ExpiredIterators is the number of ExpiredIteratorExceptions answered with a new iterator.
+	// ExpiredIterators is the number of ExpiredIteratorExceptions GetRecords answered (each is
+	// followed by a new iterator, got before the next call).
 	ExpiredIterators int64
 	// TrimmedFallbacks is the number of Opens whose cursor was older than the retention period
 	// and that fell back to TRIM_HORIZON (the records between were lost to the projection).
@@ -469,9 +474,11 @@ type reader struct {
 	src     *Source
 	shardID string
 	start   position // where a renewed iterator starts while no record was returned
-	iter    *string
-	last    string // sequence number of the last record returned ("" = none)
-	ended   bool
+	// iter is the iterator of the next GetRecords; nil after an ExpiredIteratorException,
+	// until the next call gets a new one (renewed).
+	iter  *string
+	last  string // sequence number of the last record returned ("" = none)
+	ended bool
 	// cursorKept: the trim check found the shard's oldest record (oldest) at or before the
 	// cursor.
 	cursorKept bool
@@ -481,6 +488,7 @@ type reader struct {
 	failures  int       // throttled or failed GetRecords in a row
 	transient int       // transient failures in a row
 	behind    int64     // last MillisBehindLatest (-1 unknown)
+	lastEmpty bool      // the last GetRecords answer held no record
 	closed    atomic.Bool
 }
 
@@ -641,11 +649,23 @@ func (r *reader) Read(ctx context.Context, n int, wait time.Duration) (source.Ba
 	}
 	s := r.src
 	deadline := s.cfg.clock.Now().Add(max(wait, 0))
+	// An empty batch returned without a call (the next one not due by the deadline) says how
+	// far behind the last answer was; after an answer with records at MillisBehindLatest 0
+	// that is unknown (records put in the same millisecond as the tip may follow: only an
+	// empty answer at 0 is the tip), and so before the first answer.
 	empty := source.Batch{MillisBehind: r.behind, EventsBehind: -1}
+	if r.behind == 0 && !r.lastEmpty {
+		empty.MillisBehind = -1
+	}
 	for {
 		due, err := r.sleepUntil(ctx, r.nextCall, deadline)
 		if err != nil || !due {
 			return empty, err
+		}
+		if r.iter == nil {
+			if r.iter, err = r.renewed(ctx); err != nil {
+				return source.Batch{}, err
+			}
 		}
 		out, err := r.get(ctx, r.iter, n)
 		if err != nil {
@@ -662,6 +682,7 @@ func (r *reader) Read(ctx context.Context, n int, wait time.Duration) (source.Ba
 		if out.MillisBehindLatest != nil {
 			r.behind = max(*out.MillisBehindLatest, 0)
 		}
+		r.lastEmpty = len(out.Records) == 0
 		evs := make([]source.Event, 0, len(out.Records))
 		for _, rec := range out.Records {
 			seq := aws.ToString(rec.SequenceNumber)
@@ -699,8 +720,25 @@ func (r *reader) Read(ctx context.Context, n int, wait time.Duration) (source.Ba
 	}
 }
 
-// retry handles a failed GetRecords: a new iterator after an expiry, a backoff after throttling
-// or a transient error; any other error (and too many transient ones) is returned.
+// renewed gets the iterator that replaces an expired one, right before the call that uses it:
+// AFTER_SEQUENCE_NUMBER the last record returned, or the start position before any (LATEST as
+// AT_TIMESTAMP of the open). Getting it then rather than when the expiry was answered keeps a
+// renewed iterator from expiring in turn while the caller waits between Reads (an idle shard's
+// next Read may come a second later, past an expiry shorter than that).
+func (r *reader) renewed(ctx context.Context) (*string, error) {
+	pos := r.start
+	if r.last != "" {
+		pos = position{typ: types.ShardIteratorTypeAfterSequenceNumber, seq: r.last, label: "after " + r.last}
+	} else if pos.typ == types.ShardIteratorTypeLatest {
+		pos = position{typ: types.ShardIteratorTypeAtTimestamp, ts: pos.ts, label: "AT_TIMESTAMP of the LATEST reader's open"}
+	}
+	r.src.logger().Debug("kinesis: shard iterator expired: getting a new one", "stream", r.src.stream, "shard", r.shardID, "at", pos.label)
+	return r.iterator(ctx, pos)
+}
+
+// retry handles a failed GetRecords: a new iterator after an expiry (got by the next call), a
+// backoff after throttling or a transient error; any other error (and too many transient
+// ones) is returned.
 func (r *reader) retry(ctx context.Context, err error) error {
 	s := r.src
 	log := s.logger()
@@ -708,18 +746,7 @@ func (r *reader) retry(ctx context.Context, err error) error {
 	switch {
 	case errors.As(err, &expired):
 		s.expired.Add(1)
-		pos := r.start
-		if r.last != "" {
-			pos = position{typ: types.ShardIteratorTypeAfterSequenceNumber, seq: r.last, label: "after " + r.last}
-		} else if pos.typ == types.ShardIteratorTypeLatest {
-			pos = position{typ: types.ShardIteratorTypeAtTimestamp, ts: pos.ts, label: "AT_TIMESTAMP of the LATEST reader's open"}
-		}
-		log.Debug("kinesis: shard iterator expired: getting a new one", "stream", s.stream, "shard", r.shardID, "at", pos.label)
-		it, ierr := r.iterator(ctx, pos)
-		if ierr != nil {
-			return ierr
-		}
-		r.iter = it
+		r.iter = nil
 		return nil
 	case isThrottle(err):
 		s.throttled.Add(1)

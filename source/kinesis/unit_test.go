@@ -292,6 +292,72 @@ func TestExpiredIterator(t *testing.T) {
 	}
 }
 
+// TestRenewedIteratorOutlivesSlowReads: a caller that reads less often than iterators live
+// (each Read after a pause longer than the expiry, with wait 0, as the container reads an idle
+// shard) still gets every record once, in order: an expired iterator is replaced right before
+// the next call, not when the expiry is answered (that one would expire in turn during the
+// pause, and no Read would ever get records again).
+func TestRenewedIteratorOutlivesSlowReads(t *testing.T) {
+	f, src := newFake(t, kinesissrc.WithTrimCheck(false))
+	f.iterExpiry = 300 * time.Millisecond
+	f.addShard("shardId-0", 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+	r, err := src.Open(context.Background(), "shardId-0", "")
+	require.NoError(t, err)
+	var got []source.Event
+	for i := 0; len(got) < 10 && i < 50; i++ {
+		<-f.clock.After(time.Second) // the pause between two Reads
+		b, err := r.Read(context.Background(), 3, 0)
+		require.NoError(t, err)
+		got = append(got, b.Events...)
+	}
+	require.Equal(t, seqRange(0, 10), seqs(got))
+	require.Positive(t, src.Stats().ExpiredIterators)
+}
+
+// TestNotDueBatchLag: an empty batch returned because the next call is not due says -1 (unknown)
+// after an answer with records at MillisBehindLatest 0, which records of the tip's millisecond
+// may follow (the container would take 0 for caught up), and 0 only after an empty answer at 0;
+// a shard behind keeps its figure.
+func TestNotDueBatchLag(t *testing.T) {
+	f, src := newFake(t, kinesissrc.WithTrimCheck(false))
+	f.behindMs = 0 // every page at MillisBehindLatest 0, as records put in one call are
+	f.addShard("shardId-0", 1, 1, 1, 1, 1)
+	r, err := src.Open(context.Background(), "shardId-0", "")
+	require.NoError(t, err)
+	ctx := context.Background()
+	b, err := r.Read(ctx, 3, time.Second)
+	require.NoError(t, err)
+	require.Len(t, b.Events, 3)
+	require.Equal(t, int64(0), b.MillisBehind, "the answer's own figure")
+	b, err = r.Read(ctx, 3, 0) // the next call is MinCallInterval away
+	require.NoError(t, err)
+	require.Empty(t, b.Events)
+	require.Equal(t, int64(-1), b.MillisBehind, "not due after records at 0: unknown")
+	b, err = r.Read(ctx, 3, time.Second)
+	require.NoError(t, err)
+	require.Len(t, b.Events, 2)
+	b, err = r.Read(ctx, 3, time.Second)
+	require.NoError(t, err)
+	require.Empty(t, b.Events, "the tip")
+	require.Equal(t, int64(0), b.MillisBehind)
+	b, err = r.Read(ctx, 3, 0) // the idle wait after the tip
+	require.NoError(t, err)
+	require.Empty(t, b.Events)
+	require.Equal(t, int64(0), b.MillisBehind, "not due after an empty answer at 0: still the tip")
+
+	f2, src2 := newFake(t, kinesissrc.WithTrimCheck(false)) // pages behind by 5000 ms
+	f2.addShard("shardId-0", 1, 1, 1, 1, 1)
+	r2, err := src2.Open(ctx, "shardId-0", "")
+	require.NoError(t, err)
+	b, err = r2.Read(ctx, 3, time.Second)
+	require.NoError(t, err)
+	require.Equal(t, int64(5000), b.MillisBehind)
+	b, err = r2.Read(ctx, 3, 0)
+	require.NoError(t, err)
+	require.Empty(t, b.Events)
+	require.Equal(t, int64(5000), b.MillisBehind, "not due, still behind")
+}
+
 // TestTrimmedCursor: a cursor whose record is older than the retention falls back to
 // TRIM_HORIZON, counted, whether Kinesis refuses it or answers with later records; a cursor
 // still in the shard does not.
