@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+// Result is one consumer's row of the table.
+type Result struct {
+	Consumer string
+	// Throughput phase: Records handled by one worker from TRIM_HORIZON, Elapsed from the
+	// process's start to the last record handled, CPU the process's user+sys time (rusage)
+	// at its graceful exit, Writes the DynamoDB write requests over the run.
+	Records int
+	Elapsed time.Duration
+	CPU     time.Duration
+	Writes  int64
+	// ReadModelWrites are the Writes that went to a read-model table (projhost's
+	// PREFIXreadmodel: the handler's documents); the peers' trivial handlers keep none.
+	ReadModelWrites int64
+	Ops             map[string]int64
+	Err     string // why the throughput phase has no figures ("" when it has)
+	// Failover phase: the time from kill -9 of one of two workers to every shard it held being
+	// read again (Failover > 0), or why there is no figure (FailoverNote).
+	Failover     time.Duration
+	FailoverNote string
+}
+
+// RecordsPerSec is Records / Elapsed (0 without either).
+func (r Result) RecordsPerSec() float64 {
+	if r.Records == 0 || r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Records) / r.Elapsed.Seconds()
+}
+
+// CPUPer100k is the CPU seconds per 100,000 records.
+func (r Result) CPUPer100k() float64 {
+	if r.Records == 0 {
+		return 0
+	}
+	return r.CPU.Seconds() * 100000 / float64(r.Records)
+}
+
+// WritesPer100 is the DynamoDB write requests per 100 records.
+func (r Result) WritesPer100() float64 {
+	if r.Records == 0 {
+		return 0
+	}
+	return float64(r.Writes) * 100 / float64(r.Records)
+}
+
+// WritesCell formats the writes per 100 records, with the share outside the read model when
+// some went to it.
+func (r Result) WritesCell() string {
+	s := fmt.Sprintf("%.2f", r.WritesPer100())
+	if r.ReadModelWrites > 0 && r.Records > 0 {
+		s += fmt.Sprintf(" (%.2f without the read model)", float64(r.Writes-r.ReadModelWrites)*100/float64(r.Records))
+	}
+	return s
+}
+
+// RusageCPU is user + system time of a finished process's rusage (os.ProcessState.SysUsage()
+// on Linux). Nil gives 0.
+func RusageCPU(ru *syscall.Rusage) time.Duration {
+	if ru == nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// WriteTable prints the side-by-side table of rs, then the GetRecords ceiling (raw, in
+// records/s; 0 when not measured).
+func WriteTable(w io.Writer, rs []Result, raw float64) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "consumer\trecords/s\tCPU s per 100k records\tDynamoDB writes per 100 records\tfailover after kill -9")
+	for _, r := range rs {
+		if r.Err != "" {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t%s\n", r.Consumer, failover(r))
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\t%s\n", r.Consumer, group(int64(r.RecordsPerSec()+0.5)), r.CPUPer100k(), r.WritesCell(), failover(r))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if r.Err != "" {
+			fmt.Fprintf(w, "  %s throughput: %s\n", r.Consumer, r.Err)
+		}
+		if r.FailoverNote != "" {
+			fmt.Fprintf(w, "  %s failover: %s\n", r.Consumer, r.FailoverNote)
+		}
+	}
+	if raw > 0 {
+		fmt.Fprintf(w, "server's own GetRecords ceiling on the same run (raw loop, 4 shards, Limit 10000, no pacing): %s records/s\n", group(int64(raw+0.5)))
+	}
+	return nil
+}
+
+// failover formats r's failover cell.
+func failover(r Result) string {
+	if r.Failover > 0 {
+		return fmt.Sprintf("%.1f s", r.Failover.Seconds())
+	}
+	if r.FailoverNote != "" {
+		if i := strings.IndexByte(r.FailoverNote, ':'); i > 0 {
+			return r.FailoverNote[:i]
+		}
+	}
+	return "-"
+}
+
+// group formats n with thousands separators: 12345 -> "12,345".
+func group(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	if neg {
+		s = s[1:]
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
