@@ -11,7 +11,9 @@ func TestOwnershipVictim(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	o := NewOwnership(4)
-	add := func(w, s string, sec float64) { o.Add(Handled{Worker: w, Shard: s, Count: 1, First: at(sec), Last: at(sec)}) }
+	add := func(w, s string, sec float64) {
+		o.Add(Handled{Worker: w, Shard: s, Count: 1, First: at(sec), Last: at(sec)})
+	}
 	add("A", "s0", 1)
 	add("A", "s1", 1)
 	add("A", "s2", 1)
@@ -34,8 +36,8 @@ func TestTakeover(t *testing.T) {
 	tk := NewTakeover(kill, "B", []string{"s0", "s1"})
 	require.False(t, tk.Done())
 	tk.Add(Handled{Worker: "B", Shard: "s0", First: kill.Add(-time.Second), Last: kill}) // before the kill
-	tk.Add(Handled{Worker: "A", Shard: "s0", First: kill.Add(time.Second)})             // the killed worker's last lines
-	tk.Add(Handled{Worker: "B", Shard: "s2", First: kill.Add(time.Second)})             // a shard B held already
+	tk.Add(Handled{Worker: "A", Shard: "s0", First: kill.Add(time.Second)})              // the killed worker's last lines
+	tk.Add(Handled{Worker: "B", Shard: "s2", First: kill.Add(time.Second)})              // a shard B held already
 	tk.Add(Handled{Worker: "B", Shard: "s1", First: kill.Add(7 * time.Second)})
 	require.False(t, tk.Done())
 	require.Equal(t, "1 of 2 shards read again (s0 not yet, s1 after 7.0 s)", tk.String())

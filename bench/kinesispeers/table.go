@@ -24,7 +24,7 @@ type Result struct {
 	// PREFIXreadmodel: the handler's documents); the peers' trivial handlers keep none.
 	ReadModelWrites int64
 	Ops             map[string]int64
-	Err     string // why the throughput phase has no figures ("" when it has)
+	Err             string // why the throughput phase has no figures ("" when it has)
 	// Failover phase: the time from kill -9 of one of two workers to every shard it held being
 	// read again (Failover > 0), or why there is no figure (FailoverNote).
 	Failover     time.Duration
