@@ -636,11 +636,7 @@ func (o *Ownership) Victim(now time.Time, stable time.Duration, a, b string) str
 }
 
 func (o *Ownership) String() string {
-	shards := make([]string, 0, len(o.owner))
-	for s := range o.owner {
-		shards = append(shards, s)
-	}
-	sort.Strings(shards)
+	shards := sortedKeys(o.owner)
 	parts := make([]string, len(shards))
 	for i, s := range shards {
 		parts[i] = s + "=" + o.owner[s]
@@ -695,11 +691,7 @@ func (t *Takeover) Time() time.Duration {
 }
 
 func (t *Takeover) String() string {
-	shards := make([]string, 0, len(t.first))
-	for s := range t.first {
-		shards = append(shards, s)
-	}
-	sort.Strings(shards)
+	shards := sortedKeys(t.first)
 	parts := make([]string, len(shards))
 	again := 0
 	for i, s := range shards {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/big"
 	"os"
-	"sort"
 	"sync"
 	"time"
 )
@@ -72,12 +71,7 @@ func (r *Reporter) Handle(shard string, n int, seq string) {
 func (r *Reporter) Flush() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	shards := make([]string, 0, len(r.open))
-	for s := range r.open {
-		shards = append(shards, s)
-	}
-	sort.Strings(shards)
-	for _, s := range shards {
+	for _, s := range sortedKeys(r.open) {
 		if err := r.enc.Encode(r.open[s]); err != nil {
 			return err
 		}

@@ -55,6 +55,19 @@ func parsePeerFlags(name string, args []string) (peerFlags, error) {
 	return p, nil
 }
 
+// startPeer parses a peer's flags and starts its Reporter on stdout; finish flushes it a last
+// time and stops it.
+func startPeer(name string, args []string) (p peerFlags, rep *Reporter, finish func(), err error) {
+	if p, err = parsePeerFlags(name, args); err != nil {
+		return p, nil, nil, err
+	}
+	rep = NewReporter(os.Stdout, p.worker)
+	stop := make(chan struct{})
+	flushed := make(chan struct{})
+	go func() { rep.Run(stop); close(flushed) }()
+	return p, rep, func() { close(stop); <-flushed }, nil
+}
+
 // runKCL is one vmware-go-kcl-v2 worker with the library's defaults (config.NewKinesisClientLibConfig*)
 // except the endpoints, dummy credentials and TRIM_HORIZON as the initial position (its
 // default is LATEST, which would skip the records put before it started). The record processor
@@ -63,14 +76,11 @@ func parsePeerFlags(name string, args []string) (peerFlags, error) {
 // as KCL requires. SIGTERM/SIGINT shut the worker down (its shard consumers checkpoint-free
 // REQUESTED shutdown), flush the output and exit 0.
 func runKCL(args []string) error {
-	p, err := parsePeerFlags("kcl", args)
+	p, rep, finish, err := startPeer("kcl", args)
 	if err != nil {
 		return err
 	}
-	rep := NewReporter(os.Stdout, p.worker)
-	stop := make(chan struct{})
-	flushed := make(chan struct{})
-	go func() { rep.Run(stop); close(flushed) }()
+	defer finish()
 
 	creds := credsv2.NewStaticCredentialsProvider("dummy", "dummy", "")
 	cfg := config.NewKinesisClientLibConfigWithCredential(p.app, p.stream, p.region, p.worker, creds).
@@ -83,8 +93,6 @@ func runKCL(args []string) error {
 	}
 	waitSignal()
 	w.Shutdown()
-	close(stop)
-	<-flushed
 	return nil
 }
 
@@ -125,14 +133,11 @@ func (p *kclProcessor) Shutdown(in *kcl.ShutdownInput) {
 // LATEST). The ScanFunc counts records. SIGTERM/SIGINT cancel the scan, save the checkpoints
 // (ddb Shutdown), flush the output and exit 0.
 func runHarlow(args []string) error {
-	p, err := parsePeerFlags("harlow", args)
+	p, rep, finish, err := startPeer("harlow", args)
 	if err != nil {
 		return err
 	}
-	rep := NewReporter(os.Stdout, p.worker)
-	stop := make(chan struct{})
-	flushed := make(chan struct{})
-	go func() { rep.Run(stop); close(flushed) }()
+	defer finish()
 
 	creds := credentials.NewStaticCredentials("dummy", "dummy", "")
 	ksess, err := session.NewSession(aws.NewConfig().WithEndpoint(p.kinesisEndpoint).WithRegion(p.region).WithCredentials(creds))
@@ -163,8 +168,6 @@ func runHarlow(args []string) error {
 	if err := store.Shutdown(); err != nil {
 		fmt.Fprintf(os.Stderr, "harlow: save checkpoints: %v\n", err)
 	}
-	close(stop)
-	<-flushed
 	if scanErr != nil && ctx.Err() == nil {
 		return fmt.Errorf("harlow scan: %w", scanErr)
 	}

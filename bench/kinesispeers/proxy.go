@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,34 +110,26 @@ func WriteTables(body []byte) []string {
 			}
 		}
 	}
-	out := make([]string, 0, len(set))
-	for t := range set {
-		out = append(out, t)
-	}
-	sort.Strings(out)
-	return out
+	return sortedKeys(set)
+}
+
+// sortedKeys returns the keys of m in order.
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }
 
 // TableWrites returns a copy of the write requests counted per table.
 func (p *CountingProxy) TableWrites() map[string]int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	m := make(map[string]int64, len(p.tables))
-	for k, v := range p.tables {
-		m[k] = v
-	}
-	return m
+	return maps.Clone(p.tables)
 }
 
 // Ops returns a copy of the requests counted per operation.
 func (p *CountingProxy) Ops() map[string]int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	m := make(map[string]int64, len(p.ops))
-	for k, v := range p.ops {
-		m[k] = v
-	}
-	return m
+	return maps.Clone(p.ops)
 }
 
 // Writes returns the write requests counted (writeOps).
@@ -155,13 +148,8 @@ func Writes(ops map[string]int64) int64 {
 
 // OpsString formats ops as "GetItem=3 PutItem=7", sorted by name.
 func OpsString(ops map[string]int64) string {
-	names := make([]string, 0, len(ops))
-	for k := range ops {
-		names = append(names, k)
-	}
-	sort.Strings(names)
 	var b strings.Builder
-	for i, k := range names {
+	for i, k := range sortedKeys(ops) {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
