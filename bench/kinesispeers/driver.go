@@ -376,6 +376,7 @@ func (d *driver) throughput(c string, n int) (Result, float64) {
 	ch, stopTail := tails(w)
 	total := 0
 	var first, last time.Time
+	cpuBefore := time.Duration(-1) // the process's CPU at its first record
 	deadline := time.After(d.consumeTimeout)
 	exited := w.exited
 wait:
@@ -387,6 +388,13 @@ wait:
 			}
 			if first.IsZero() || h.First.Before(first) {
 				first = h.First
+			}
+			if cpuBefore < 0 {
+				if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", w.cmd.Process.Pid)); err == nil {
+					if cpuBefore, err = ParseProcStat(string(b)); err != nil {
+						cpuBefore = -1
+					}
+				}
 			}
 			if total < n && h.Last.After(last) {
 				last = h.Last
@@ -420,12 +428,15 @@ wait:
 	r.Records = n
 	r.Elapsed = last.Sub(start)
 	r.CPU = RusageCPU(rusage(w.cmd.ProcessState))
+	if cpuBefore >= 0 {
+		r.CPUReading = r.CPU - cpuBefore
+	}
 	r.Ops = proxy.Ops()
 	r.Writes = Writes(r.Ops)
 	tw := proxy.TableWrites()
 	r.ReadModelWrites = tw[app+"-readmodel"]
-	d.logf("   %s: %d records handled (%d duplicates), first at +%s, last at +%s, CPU %s, DynamoDB %s, writes per table %s", c, total, total-n,
-		first.Sub(start).Round(time.Millisecond), r.Elapsed.Round(time.Millisecond), r.CPU, OpsString(r.Ops), OpsString(tw))
+	d.logf("   %s: %d records handled (%d duplicates), first at +%s, last at +%s, CPU %s (%s before the first record), DynamoDB %s, writes per table %s", c, total, total-n,
+		first.Sub(start).Round(time.Millisecond), r.Elapsed.Round(time.Millisecond), r.CPU, r.CPU-r.CPUReading, OpsString(r.Ops), OpsString(tw))
 	raw, err := d.rawCeiling(stream, n)
 	if err != nil {
 		d.logf("   raw GetRecords on %s: %v", stream, err)

@@ -19,7 +19,11 @@ type Result struct {
 	Records int
 	Elapsed time.Duration
 	CPU     time.Duration
-	Writes  int64
+	// CPUReading is the CPU time from the first record handled to the exit (CPU less the
+	// process's CPU before its first record, read from /proc/PID/stat then; 0 if unknown):
+	// what the records cost without start-up and the wait for a first lease.
+	CPUReading time.Duration
+	Writes     int64
 	// ReadModelWrites are the Writes that went to a read-model table (projhost's
 	// PREFIXreadmodel: the handler's documents); the peers' trivial handlers keep none.
 	ReadModelWrites int64
@@ -65,6 +69,39 @@ func (r Result) WritesCell() string {
 	return s
 }
 
+// CPUReadingPer100k is CPUReading in seconds per 100,000 records.
+func (r Result) CPUReadingPer100k() float64 {
+	if r.Records == 0 {
+		return 0
+	}
+	return r.CPUReading.Seconds() * 100000 / float64(r.Records)
+}
+
+// ClockTicks is the unit of the CPU times in /proc/PID/stat (USER_HZ, 100 on Linux: proc(5)).
+const ClockTicks = 100
+
+// ParseProcStat returns utime + stime of a /proc/PID/stat line (fields 14 and 15, in
+// ClockTicks, counted after the parenthesised command name, which may hold spaces).
+func ParseProcStat(line string) (time.Duration, error) {
+	i := strings.LastIndexByte(line, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("not a /proc/PID/stat line: %.60q", line)
+	}
+	f := strings.Fields(line[i+1:]) // f[0] is field 3 (state)
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/PID/stat line: %.60q", line)
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/PID/stat utime/stime %q: %w", s, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / ClockTicks, nil
+}
+
 // RusageCPU is user + system time of a finished process's rusage (os.ProcessState.SysUsage()
 // on Linux). Nil gives 0.
 func RusageCPU(ru *syscall.Rusage) time.Duration {
@@ -92,6 +129,8 @@ func WriteTable(w io.Writer, rs []Result, raw float64) error {
 	for _, r := range rs {
 		if r.Err != "" {
 			fmt.Fprintf(w, "  %s throughput: %s\n", r.Consumer, r.Err)
+		} else if r.CPUReading > 0 {
+			fmt.Fprintf(w, "  %s: %.2f CPU s per 100k records from its first record on (start-up and waiting for leases left out)\n", r.Consumer, r.CPUReadingPer100k())
 		}
 		if r.FailoverNote != "" {
 			fmt.Fprintf(w, "  %s failover: %s\n", r.Consumer, r.FailoverNote)

@@ -32,7 +32,7 @@ func TestWriteTable(t *testing.T) {
 	rs := []Result{
 		{Consumer: "projhost", Records: 20000, Elapsed: 8 * time.Second, CPU: 1500 * time.Millisecond, Writes: 882, ReadModelWrites: 820, Failover: 6800 * time.Millisecond},
 		{Consumer: "kcl", Err: "3 of 20000 records handled after 12m0s", Failover: 0, FailoverNote: ">480 s: 1 of 2 shards read again (s1 after 70.0 s, s2 not yet)"},
-		{Consumer: "harlow", Records: 20000, Elapsed: 7 * time.Second, CPU: 350 * time.Millisecond, Writes: 4, FailoverNote: "n/a: no lease coordination"},
+		{Consumer: "harlow", Records: 20000, Elapsed: 7 * time.Second, CPU: 350 * time.Millisecond, CPUReading: 300 * time.Millisecond, Writes: 4, FailoverNote: "n/a: no lease coordination"},
 	}
 	var b bytes.Buffer
 	require.NoError(t, WriteTable(&b, rs, 3379.4))
@@ -43,6 +43,7 @@ func TestWriteTable(t *testing.T) {
 		"harlow    2,857      1.75                    0.02                                n/a\n"+
 		"  kcl throughput: 3 of 20000 records handled after 12m0s\n"+
 		"  kcl failover: >480 s: 1 of 2 shards read again (s1 after 70.0 s, s2 not yet)\n"+
+		"  harlow: 1.50 CPU s per 100k records from its first record on (start-up and waiting for leases left out)\n"+
 		"  harlow failover: n/a: no lease coordination\n"+
 		"server's own GetRecords ceiling on the same run (raw loop, 4 shards, Limit 10000, no pacing): 3,379 records/s\n",
 		b.String())
@@ -52,4 +53,18 @@ func TestGroup(t *testing.T) {
 	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -4500: "-4,500"} {
 		require.Equal(t, want, group(n))
 	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	// proc(5): pid (comm) state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime ...
+	line := "4242 (kines ispeers) S 1 4242 4242 0 -1 4194560 1500 0 0 0 123 45 0 0 20 0 9 0 777 1000000 2000 18446744073709551615\n"
+	d, err := ParseProcStat(line)
+	require.NoError(t, err)
+	require.Equal(t, 1680*time.Millisecond, d) // (123 + 45) ticks of 10 ms
+	_, err = ParseProcStat("4242 kinesispeers S 1")
+	require.ErrorContains(t, err, "not a /proc/PID/stat line")
+	_, err = ParseProcStat("4242 (x) S 1 2 3")
+	require.ErrorContains(t, err, "short")
+	_, err = ParseProcStat("4242 (x) S 1 4242 4242 0 -1 4194560 1500 0 0 0 12x 45 0")
+	require.ErrorContains(t, err, "utime/stime")
 }
