@@ -377,6 +377,7 @@ func (d *driver) throughput(c string, n int) (Result, float64) {
 	total := 0
 	var first, last time.Time
 	cpuBefore := time.Duration(-1) // the process's CPU at its first record
+	stopping := false
 	deadline := time.After(d.consumeTimeout)
 	exited := w.exited
 wait:
@@ -400,7 +401,8 @@ wait:
 				last = h.Last
 			}
 			total += h.Count
-			if total >= n && c != "projhost" {
+			if total >= n && c != "projhost" && !stopping {
+				stopping = true
 				go stopWorker(w) // peers run until stopped; projhost --until-caught-up exits by itself
 			}
 		case <-exited:
