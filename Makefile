@@ -103,9 +103,15 @@ bench: build wasm
 # go.mod; not part of `make test`. BENCH_KINESIS_FLAGS passes flags to the driver
 # (bin/kinesispeers run -h), e.g. BENCH_KINESIS_FLAGS=-consumers=projhost,harlow.
 BENCH_KINESIS_FLAGS ?=
-bench-kinesis: build $(WASM_DIR)/count-go.wasm
+bench-kinesis: build $(WASM_DIR)/count-go.wasm $(WASM_DIR)/noop.wasm
 	cd bench/kinesispeers && $(GO) build -o ../../bin/kinesispeers .
 	bin/kinesispeers run $(BENCH_KINESIS_FLAGS)
+
+# The handler that writes nothing (bench/kinesispeers: projhost without a read model).
+$(WASM_DIR)/noop.wasm: bench/kinesispeers/noop.wat host/testdata/wat2wasm.js node_modules/.installed
+	@mkdir -p $(@D)/.wat-noop
+	node host/testdata/wat2wasm.js $(@D)/.wat-noop $<
+	@mv $(@D)/.wat-noop/noop.wasm $@ && rmdir $(@D)/.wat-noop
 
 clean:
 	rm -rf bin build .projhost $(DEMO_DIR)

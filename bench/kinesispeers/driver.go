@@ -30,9 +30,13 @@ import (
 // Consumers are the consumers the driver compares, in table order.
 var Consumers = []string{"projhost", "kcl", "harlow"}
 
+// noopConsumer is projhost with the handler that writes nothing (--noop-handler).
+const noopConsumer = "projhost-noop"
+
 // driver runs the benchmark: see runDriver.
 type driver struct {
 	root, projhost, handler, data string
+	noop                          string // the handler of the no-op projhost row ("" for none)
 	kinesisURL, dynamoURL         string
 	consumers                     []string
 	shards, putRate               int
@@ -55,6 +59,7 @@ func runDriver(args []string) error {
 	fs.StringVar(&d.root, "root", "", "projhost repository root (default: found upwards from the working directory)")
 	fs.StringVar(&d.projhost, "projhost", "", "projhost binary (default ROOT/bin/projhost)")
 	fs.StringVar(&d.handler, "handler", "", "projhost handler (default ROOT/build/wasm/count-go.wasm)")
+	fs.StringVar(&d.noop, "noop-handler", "default", "a projhost handler that writes nothing, for a throughput row of projhost without a read model (default ROOT/build/wasm/noop.wasm when it exists; \"\" for no such row)")
 	fs.StringVar(&d.data, "data", "", "records to put, a JSON array (default ROOT/plugins/examples/flightdelays/data/flights-20k.json)")
 	only := fs.String("consumers", strings.Join(Consumers, ","), "consumers to run, comma-separated: projhost, kcl, harlow")
 	fs.IntVar(&d.shards, "shards", 4, "shards of each stream")
@@ -102,6 +107,13 @@ func runDriver(args []string) error {
 		}
 		results = append(results, r)
 		d.logf("== %s done: %+v", c, r)
+		if c == "projhost" && d.noop != "" {
+			r, _ := d.throughput(noopConsumer, len(entries))
+			r.Consumer = "projhost, no-op handler"
+			r.FailoverNote = "as above: the same workers (failover does not depend on the handler; not measured again)"
+			results = append(results, r)
+			d.logf("== %s done: %+v", noopConsumer, r)
+		}
 	}
 	fmt.Printf("Kinesis consumers side by side: %d-shard streams on kinesis-local, %d records of %s (partition key origin), DynamoDB stand-in through a counting proxy, %d cores, %s\n",
 		d.shards, len(entries), filepath.Base(d.data), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
@@ -142,6 +154,12 @@ func (d *driver) setup() error {
 	def(&d.projhost, "bin/projhost")
 	def(&d.handler, "build/wasm/count-go.wasm")
 	def(&d.data, "plugins/examples/flightdelays/data/flights-20k.json")
+	if d.noop == "default" {
+		d.noop = filepath.Join(d.root, "build/wasm/noop.wasm")
+		if _, err := os.Stat(d.noop); err != nil {
+			d.noop = ""
+		}
+	}
 	for _, p := range []string{d.projhost, d.handler, d.data} {
 		if _, err := os.Stat(p); err != nil {
 			return fmt.Errorf("%w (run `make build build/wasm/count-go.wasm`, or `make bench-kinesis`, which does)", err)
@@ -232,7 +250,7 @@ func (d *driver) projhostCmd(args ...string) error {
 // tables creates consumer c's fresh DynamoDB tables (KCL creates its own lease table).
 func (d *driver) tables(c, app string) error {
 	switch c {
-	case "projhost":
+	case "projhost", noopConsumer:
 		return d.projhostCmd("tables", "create", "--dynamodb-endpoint", d.dynamoURL, "--table-prefix", app+"-")
 	case "harlow":
 		// The table harlow's store/ddb reads and writes: hash key namespace, range key shard_id.
@@ -273,10 +291,14 @@ func (d *driver) startWorker(c, id, stream, app, dynamo string, untilCaughtUp bo
 		return nil, err
 	}
 	switch c {
-	case "projhost":
+	case "projhost", noopConsumer:
+		handler := d.handler
+		if c == noopConsumer {
+			handler = d.noop
+		}
 		args := []string{"run", "--source", "kinesis", "--stream", stream, "--kinesis-endpoint", d.kinesisURL,
 			"--store", "dynamodb", "--dynamodb-endpoint", dynamo, "--table-prefix", app + "-",
-			"--name", "kbench", "--handler", d.handler, "--trace", w.out, "--worker-id", id}
+			"--name", "kbench", "--handler", handler, "--trace", w.out, "--worker-id", id}
 		if untilCaughtUp {
 			args = append(args, "--until-caught-up")
 		}
@@ -401,7 +423,7 @@ wait:
 				last = h.Last
 			}
 			total += h.Count
-			if total >= n && c != "projhost" && !stopping {
+			if total >= n && !isProjhost(c) && !stopping {
 				stopping = true
 				go stopWorker(w) // peers run until stopped; projhost --until-caught-up exits by itself
 			}
@@ -424,7 +446,7 @@ wait:
 	if total < n {
 		return fail(fmt.Errorf("worker exited (%v) after %d of %d records (log: %s.log)", w.waitErr, total, n, w.out))
 	}
-	if w.waitErr != nil && c == "projhost" {
+	if w.waitErr != nil && isProjhost(c) {
 		return fail(fmt.Errorf("projhost run exited with %v (log: %s.log)", w.waitErr, w.out))
 	}
 	r.Records = n
@@ -783,6 +805,8 @@ func freePort() (int, error) {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
+
+func isProjhost(c string) bool { return c == "projhost" || c == noopConsumer }
 
 func contains(ss []string, s string) bool {
 	for _, x := range ss {
