@@ -130,7 +130,7 @@ func WriteTable(w io.Writer, rs []Result, raw float64) error {
 		if r.Err != "" {
 			fmt.Fprintf(w, "  %s throughput: %s\n", r.Consumer, r.Err)
 		} else if r.CPUReading > 0 {
-			fmt.Fprintf(w, "  %s: %.2f CPU s per 100k records from its first record on (start-up and waiting for leases left out)\n", r.Consumer, r.CPUReadingPer100k())
+			fmt.Fprintf(w, "  %s: %.2f CPU s per 100k records from its first record handled to its exit (start-up and the wait for a first lease left out)\n", r.Consumer, r.CPUReadingPer100k())
 		}
 		if r.FailoverNote != "" && failover(r) != "as above" {
 			fmt.Fprintf(w, "  %s failover: %s\n", r.Consumer, r.FailoverNote)

@@ -45,7 +45,7 @@ func TestWriteTable(t *testing.T) {
 		"harlow                   2,857      1.75                    0.02                                n/a\n"+
 		"  kcl throughput: 3 of 20000 records handled after 12m0s\n"+
 		"  kcl failover: >480 s: 1 of 2 shards read again (s1 after 70.0 s, s2 not yet)\n"+
-		"  harlow: 1.50 CPU s per 100k records from its first record on (start-up and waiting for leases left out)\n"+
+		"  harlow: 1.50 CPU s per 100k records from its first record handled to its exit (start-up and the wait for a first lease left out)\n"+
 		"  harlow failover: n/a: no lease coordination\n"+
 		"server's own GetRecords ceiling on the same run (raw loop, 4 shards, Limit 10000, no pacing): 3,379 records/s\n",
 		b.String())
