@@ -108,7 +108,10 @@ func runDriver(args []string) error {
 		results = append(results, r)
 		d.logf("== %s done: %+v", c, r)
 		if c == "projhost" && d.noop != "" {
-			r, _ := d.throughput(noopConsumer, len(entries))
+			r, raw := d.throughput(noopConsumer, len(entries))
+			if raw > 0 {
+				raws[noopConsumer] = raw
+			}
 			r.Consumer = "projhost, no-op handler"
 			r.FailoverNote = "as above: the same workers (failover does not depend on the handler; not measured again)"
 			results = append(results, r)
@@ -121,7 +124,7 @@ func runDriver(args []string) error {
 		return err
 	}
 	if len(raws) > 1 {
-		fmt.Printf("  (per stream: %s)\n", rawString(raws, d.consumers))
+		fmt.Printf("  (per stream: %s)\n", rawString(raws, append([]string{noopConsumer}, d.consumers...)))
 	}
 	for _, r := range results {
 		if r.Ops != nil {
@@ -467,6 +470,7 @@ wait:
 		return r, 0
 	}
 	d.logf("   raw GetRecords ceiling on %s: %.0f records/s", stream, raw)
+	r.Raw = raw
 	return r, raw
 }
 
