@@ -563,6 +563,16 @@ func (d *driver) failover(c string, entries []entry) (time.Duration, string) {
 	if err != nil {
 		return 0, "error: " + err.Error()
 	}
+	if c == "kcl" {
+		// Each KCL worker creates its lease table at start-up if it does not exist yet
+		// (checkpoint.DynamoCheckpoint.Init: DescribeTable, then CreateTable); two started at
+		// once both create it and the loser exits with ResourceInUseException. So B starts once
+		// A's table exists, as a second worker deployed later would.
+		if err := dynamodb.NewTableExistsWaiter(d.ddb).Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(app)}, 2*time.Minute); err != nil {
+			stopWorker(a)
+			return 0, fmt.Sprintf("error: KCL's lease table %s: %v (log: %s.log)", app, err, a.out)
+		}
+	}
 	b, err := d.startWorker(c, c+"-foB", stream, app, d.dynamoURL, false)
 	if err != nil {
 		stopWorker(a)
@@ -593,6 +603,10 @@ func (d *driver) failover(c string, entries []entry) (time.Duration, string) {
 			if v := o.Victim(time.Now(), 5*time.Second, a.id, b.id); v != "" {
 				victim = map[string]*worker{a.id: a, b.id: b}[v]
 			}
+		case <-a.exited:
+			return 0, fmt.Sprintf("error: worker %s exited (%v) before the kill (log: %s.log)", a.id, a.waitErr, a.out)
+		case <-b.exited:
+			return 0, fmt.Sprintf("error: worker %s exited (%v) before the kill (log: %s.log)", b.id, b.waitErr, b.out)
 		case <-held:
 			return 0, fmt.Sprintf("n/a: after %s the two workers did not both hold shards (%s)", d.holdTimeout, o)
 		case err := <-feedDone:
@@ -615,6 +629,8 @@ func (d *driver) failover(c string, entries []entry) (time.Duration, string) {
 		select {
 		case h := <-ch:
 			again.Add(h)
+		case <-survivor.exited:
+			return 0, fmt.Sprintf("error: the survivor %s exited (%v) (log: %s.log)", survivor.id, survivor.waitErr, survivor.out)
 		case <-deadline:
 			return 0, fmt.Sprintf(">%.0f s: %s", d.failoverTimeout.Seconds(), again)
 		case err := <-feedDone:
