@@ -4,7 +4,7 @@ GO ?= go
 WASM_DIR := build/wasm
 export GOFLAGS ?= -mod=mod
 
-.PHONY: help build wasm test test-dynamo test-short bench demo deps clean
+.PHONY: help build wasm test test-dynamo test-short bench bench-kinesis demo deps clean
 
 help:
 	@echo "make build   - build ./bin/projhost"
@@ -13,6 +13,8 @@ help:
 	@echo "               DynamoDB suites again against Amazon's DynamoDB Local (needs Java 11+)"
 	@echo "make test-dynamo - only the DynamoDB suites (at \$$PROJHOST_DYNAMODB_ENDPOINT, else dynalite)"
 	@echo "make bench   - benchmarks (see README)"
+	@echo "make bench-kinesis - projhost's Kinesis source beside vmware-go-kcl-v2 and harlow/kinesis-consumer"
+	@echo "               (bench/kinesispeers; kinesis-local + dynalite; 15-30 minutes; see README)"
 	@echo "make demo    - flights demo on a local 4-shard journal"
 
 deps: node_modules/.installed
@@ -94,6 +96,22 @@ bench: build wasm
 	$$P bench e2e $$ev --shards 4,16,100 --trusted --handler $$W/flightdelays-as.wasm; echo; \
 	$$P bench e2e $$ev --shards 4,16,100 --trusted --handler $$W/flightdelays-go.wasm; \
 	echo "== make bench took $$((SECONDS - start)) s (after building)"
+
+# bench-kinesis: projhost, vmware-go-kcl-v2 v1.0.0 and harlow/kinesis-consumer v0.3.5 side by side
+# on kinesis-local and dynalite (at $PROJHOST_KINESIS_ENDPOINT / $PROJHOST_DYNAMODB_ENDPOINT, or
+# started for the run). bench/kinesispeers is a module of its own, so the peers stay out of
+# go.mod; not part of `make test`. BENCH_KINESIS_FLAGS passes flags to the driver
+# (bin/kinesispeers run -h), e.g. BENCH_KINESIS_FLAGS=-consumers=projhost,harlow.
+BENCH_KINESIS_FLAGS ?=
+bench-kinesis: build $(WASM_DIR)/count-go.wasm $(WASM_DIR)/noop.wasm
+	cd bench/kinesispeers && $(GO) build -o ../../bin/kinesispeers .
+	bin/kinesispeers run $(BENCH_KINESIS_FLAGS)
+
+# The handler that writes nothing (bench/kinesispeers: projhost without a read model).
+$(WASM_DIR)/noop.wasm: bench/kinesispeers/noop.wat host/testdata/wat2wasm.js node_modules/.installed
+	@mkdir -p $(@D)/.wat-noop
+	node host/testdata/wat2wasm.js $(@D)/.wat-noop $<
+	@mv $(@D)/.wat-noop/noop.wasm $@ && rmdir $(@D)/.wat-noop
 
 clean:
 	rm -rf bin build .projhost $(DEMO_DIR)

@@ -1,0 +1,3 @@
+module aaa.kbench/protoconflict
+
+go 1.26.0
