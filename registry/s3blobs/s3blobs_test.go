@@ -1,0 +1,123 @@
+package s3blobs_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/projhost/projhost/internal/s3test"
+	"github.com/projhost/projhost/registry"
+	"github.com/projhost/projhost/registry/registrytest"
+	"github.com/projhost/projhost/registry/s3blobs"
+)
+
+func TestMain(m *testing.M) { s3test.Main(m) }
+
+// TestConformance runs the Blobs suite on s3rver, at the top of a bucket and under a prefix.
+func TestConformance(t *testing.T) {
+	c := s3test.Client(t)
+	bucket := s3test.Bucket(t, c)
+	for _, prefix := range []string{"", "projhost/modules/"} {
+		t.Run("prefix="+prefix, func(t *testing.T) {
+			b, err := s3blobs.Open(context.Background(), c, bucket, prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			registrytest.RunBlobs(t, func(t *testing.T) registry.Blobs { return b })
+		})
+	}
+}
+
+// TestObjectKey: a module is the object PREFIX<sha256>.wasm holding its bytes.
+func TestObjectKey(t *testing.T) {
+	ctx := context.Background()
+	c := s3test.Client(t)
+	bucket := s3test.Bucket(t, c)
+	b, err := s3blobs.New(c, bucket, "m/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wasm := []byte("\x00asm\x01\x00\x00\x00 key test")
+	sum := registry.Sum(wasm)
+	if err := b.Put(ctx, sum, wasm); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("m/" + sum + ".wasm")})
+	if err != nil {
+		t.Fatalf("GetObject m/%s.wasm: %v", sum, err)
+	}
+	defer out.Body.Close()
+	var got bytes.Buffer
+	if _, err := got.ReadFrom(out.Body); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), wasm) {
+		t.Fatalf("object m/%s.wasm holds %q, want %q", sum, got.Bytes(), wasm)
+	}
+	if b.Key(sum) != "m/"+sum+".wasm" || b.String() != "s3://"+bucket+"/m/" {
+		t.Fatalf("Key = %q, String = %q", b.Key(sum), b.String())
+	}
+}
+
+// TestDamaged: an object overwritten in the bucket with other bytes is reported as ErrCorrupt
+// by Get, and a Put of the right bytes replaces it.
+func TestDamaged(t *testing.T) {
+	ctx := context.Background()
+	c := s3test.Client(t)
+	bucket := s3test.Bucket(t, c)
+	b, err := s3blobs.New(c, bucket, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wasm := []byte("\x00asm\x01\x00\x00\x00 damaged test")
+	sum := registry.Sum(wasm)
+	if err := b.Put(ctx, sum, wasm); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(b.Key(sum)),
+		Body: bytes.NewReader([]byte("damaged"))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(ctx, sum); !errors.Is(err, registry.ErrCorrupt) {
+		t.Fatalf("Get of a damaged object = %v, want ErrCorrupt", err)
+	}
+	if err := b.Put(ctx, sum, wasm); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Get(ctx, sum); err != nil || !bytes.Equal(got, wasm) {
+		t.Fatalf("Get after the repairing Put = %q, %v", got, err)
+	}
+}
+
+// TestNoBucket: every call on a missing bucket fails with a *BucketError saying to create it.
+func TestNoBucket(t *testing.T) {
+	ctx := context.Background()
+	c := s3test.Client(t)
+	const missing = "projhost-no-such-bucket"
+	if _, err := s3blobs.Open(ctx, c, missing, ""); !errors.Is(err, s3blobs.ErrNoBucket) {
+		t.Fatalf("Open of a missing bucket = %v, want ErrNoBucket", err)
+	}
+	b, err := s3blobs.New(c, missing, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wasm := []byte("x")
+	sum := registry.Sum(wasm)
+	for name, err := range map[string]error{
+		"Put": b.Put(ctx, sum, wasm),
+		"Get": func() error { _, err := b.Get(ctx, sum); return err }(),
+	} {
+		var be *s3blobs.BucketError
+		if !errors.As(err, &be) || be.Bucket != missing {
+			t.Fatalf("%s on a missing bucket = %v, want a *BucketError", name, err)
+		}
+		want := `s3blobs: bucket "projhost-no-such-bucket" does not exist (or these credentials cannot see it): create it (aws s3 mb s3://projhost-no-such-bucket) or name an existing one`
+		if err.Error() != want {
+			t.Fatalf("%s error = %q, want %q", name, err, want)
+		}
+	}
+}
