@@ -94,7 +94,7 @@ func CheckPrefix(prefix string) error {
 // (CheckBucket), a bad prefix (CheckPrefix), or a query or fragment.
 func ParseURL(s string) (bucket, prefix string, err error) {
 	u, err := url.Parse(s)
-	if err != nil || u.Scheme != "s3" || u.Opaque != "" || u.User != nil {
+	if err != nil || !strings.HasPrefix(s, "s3://") || u.Opaque != "" || u.User != nil {
 		return "", "", fmt.Errorf("%w: module store %q: want s3://BUCKET[/PREFIX]", registry.ErrInvalid, s)
 	}
 	if u.RawQuery != "" || u.Fragment != "" || strings.Contains(s, "?") || strings.Contains(s, "#") {
