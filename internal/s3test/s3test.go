@@ -40,20 +40,14 @@ var harness = &localserver.Harness{Name: "s3test",
 
 // Main finds or starts the server, runs the tests, stops a server it started, and exits with
 // the tests' code. It never returns.
-func Main(m *testing.M) { os.Exit(Run(m)) }
+func Main(m *testing.M) { os.Exit(harness.Run(m)) }
 
-// Run is Main without the exit, for a TestMain with more to clean up: it returns the exit code.
-func Run(m *testing.M) int { return harness.Run(m) }
-
-// RunFunc is Run around run: a TestMain that needs another server too calls
-// s3test.RunFunc(func() int { return dynamotest.Run(m) }).
+// RunFunc is Main around run, returning the code, for a TestMain that needs another server
+// too: s3test.RunFunc(func() int { return dynamotest.Run(m) }).
 func RunFunc(run func() int) int { return harness.RunFunc(run) }
 
 // Endpoint returns the server's endpoint URL, or skips t when there is none.
-func Endpoint(t testing.TB) string {
-	t.Helper()
-	return harness.Endpoint(t)
-}
+func Endpoint(t testing.TB) string { t.Helper(); return harness.Endpoint(t) }
 
 // Client returns a client for the server (s3blobs.NewClient: path-style, region us-east-1,
 // dummy credentials), or skips t.

@@ -32,20 +32,28 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-// TestObjectKey: a module is the object PREFIX<sha256>.wasm holding its bytes.
-func TestObjectKey(t *testing.T) {
-	ctx := context.Background()
+// stored puts a small module of text into a fresh bucket's store under prefix and returns the
+// client, the bucket, the store, the bytes and their SHA-256.
+func stored(t *testing.T, prefix, text string) (*s3.Client, string, *s3blobs.Blobs, []byte, string) {
+	t.Helper()
 	c := s3test.Client(t)
 	bucket := s3test.Bucket(t, c)
-	b, err := s3blobs.New(c, bucket, "m/")
+	b, err := s3blobs.New(c, bucket, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wasm := []byte("\x00asm\x01\x00\x00\x00 key test")
+	wasm := []byte("\x00asm\x01\x00\x00\x00 " + text)
 	sum := registry.Sum(wasm)
-	if err := b.Put(ctx, sum, wasm); err != nil {
+	if err := b.Put(context.Background(), sum, wasm); err != nil {
 		t.Fatal(err)
 	}
+	return c, bucket, b, wasm, sum
+}
+
+// TestObjectKey: a module is the object PREFIX<sha256>.wasm holding its bytes.
+func TestObjectKey(t *testing.T) {
+	ctx := context.Background()
+	c, bucket, b, wasm, sum := stored(t, "m/", "key test")
 	out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("m/" + sum + ".wasm")})
 	if err != nil {
 		t.Fatalf("GetObject m/%s.wasm: %v", sum, err)
@@ -67,17 +75,7 @@ func TestObjectKey(t *testing.T) {
 // by Get, and a Put of the right bytes replaces it.
 func TestDamaged(t *testing.T) {
 	ctx := context.Background()
-	c := s3test.Client(t)
-	bucket := s3test.Bucket(t, c)
-	b, err := s3blobs.New(c, bucket, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wasm := []byte("\x00asm\x01\x00\x00\x00 damaged test")
-	sum := registry.Sum(wasm)
-	if err := b.Put(ctx, sum, wasm); err != nil {
-		t.Fatal(err)
-	}
+	c, bucket, b, wasm, sum := stored(t, "", "damaged test")
 	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(b.Key(sum)),
 		Body: bytes.NewReader([]byte("damaged"))}); err != nil {
 		t.Fatal(err)
