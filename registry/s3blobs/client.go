@@ -43,8 +43,10 @@ type ClientConfig struct {
 }
 
 // NewClient returns an S3 client for New and Open. Retries are the SDK's standard ones (3
-// attempts); checksums are the SDK's defaults (s3rver 3.7.1 takes them). Errors: loading the
-// shared configuration failed.
+// attempts). Uploads carry the SDK's default checksum (s3rver 3.7.1 takes it); responses are
+// not checked against S3's checksums (aws.ResponseChecksumValidationWhenRequired): Get checks
+// each module's SHA-256 itself, and the SDK would otherwise log a line on every GetObject
+// from a server that sends none. Errors: loading the shared configuration failed.
 func NewClient(ctx context.Context, c ClientConfig) (*s3.Client, error) {
 	o := awsconfig.Options{Endpoint: c.Endpoint, Region: c.Region, Base: c.Base}
 	if c.AccessKeyID != "" && c.SecretAccessKey != "" {
@@ -61,6 +63,7 @@ func NewClient(ctx context.Context, c ClientConfig) (*s3.Client, error) {
 		}
 		cfg.HTTPClient = awshttp.NewBuildableClient().WithTimeout(attempt)
 	}
+	cfg.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	return s3.NewFromConfig(cfg, func(so *s3.Options) {
 		if c.Endpoint != "" {
 			so.BaseEndpoint = aws.String(c.Endpoint)

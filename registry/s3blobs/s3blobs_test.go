@@ -119,3 +119,51 @@ func TestNoBucket(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkBlobs measures Put (new bytes), Put again (the bytes are there: one Get) and Get of
+// modules the size of the AssemblyScript and Go examples and of the default size limit, on the
+// local server: go test -run '^$' -bench . -benchtime 5x ./registry/s3blobs
+func BenchmarkBlobs(b *testing.B) {
+	ctx := context.Background()
+	c := s3test.Client(b)
+	s, err := s3blobs.New(c, s3test.Bucket(b, c), "bench/")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, size := range []struct {
+		name string
+		n    int
+	}{{"35KB", 35 << 10}, {"2.7MB", 2700 << 10}, {"64MiB", registry.DefaultMaxModuleSize}} {
+		wasm := make([]byte, size.n)
+		b.Run("put/"+size.name, func(b *testing.B) {
+			b.SetBytes(int64(size.n))
+			for i := 0; b.Loop(); i++ {
+				wasm[0] = byte(i) // new bytes each time
+				wasm[1] = byte(i >> 8)
+				if err := s.Put(ctx, registry.Sum(wasm), wasm); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		sum := registry.Sum(wasm)
+		if err := s.Put(ctx, sum, wasm); err != nil {
+			b.Fatal(err)
+		}
+		b.Run("put-again/"+size.name, func(b *testing.B) {
+			b.SetBytes(int64(size.n))
+			for b.Loop() {
+				if err := s.Put(ctx, sum, wasm); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("get/"+size.name, func(b *testing.B) {
+			b.SetBytes(int64(size.n))
+			for b.Loop() {
+				if _, err := s.Get(ctx, sum); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
