@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -22,26 +24,65 @@ import (
 	"github.com/projhost/projhost/deploy"
 	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/registry"
+	"github.com/projhost/projhost/registry/s3blobs"
 	"github.com/projhost/projhost/source/journal"
 )
 
-// moduleFlags choose the module store: --module-store DIR (default: DIR/modules next to the
-// embedded store in --data; required with --store dynamodb).
+// moduleFlags choose the module store: --module-store DIR or s3://BUCKET[/PREFIX] (default:
+// DIR/modules next to the embedded store in --data; required with --store dynamodb), and
+// --s3-endpoint for a local S3-compatible server (--region is the store flags'). check is the
+// one place they are validated, for every verb that takes them (deploy, run).
 type moduleFlags struct {
-	dir string
+	store    string
+	endpoint string
 }
 
 func (f *moduleFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.dir, "module-store", "", "directory of the module store, where uploaded module bytes live by SHA-256 (default: the modules directory in --data with the embedded store; required with --store dynamodb)")
+	cmd.Flags().StringVar(&f.store, "module-store", "", "where uploaded module bytes live by SHA-256: a directory, or s3://BUCKET[/PREFIX] (objects PREFIX/<sha256>.wasm; the bucket must exist) (default: the modules directory in --data with the embedded store; required with --store dynamodb)")
+	cmd.Flags().StringVar(&f.endpoint, "s3-endpoint", "", "S3 endpoint URL for an s3:// --module-store, e.g. http://127.0.0.1:4569 for tools/s3rver (default: the AWS default chain's for --region)")
 }
 
-// blobs opens the module store (creating its directory when create).
-func (f *moduleFlags) blobs(sf *storeFlags, create bool) (registry.Blobs, error) {
-	dir := f.dir
-	if dir == "" {
-		if !sf.embedded() {
-			return nil, fmt.Errorf("--store %s needs --module-store DIR (where uploaded modules are kept)", sf.store)
+// isS3 tells whether --module-store names a bucket.
+func (f *moduleFlags) isS3() bool { return strings.HasPrefix(f.store, "s3:") }
+
+// check validates the module store flags with the store flags sf of the same command; need says
+// the command uses the module store (run --handler does not: then none is required). Errors
+// name the flag and what to do.
+func (f *moduleFlags) check(sf *storeFlags, need bool) error {
+	if f.isS3() {
+		if _, _, err := s3blobs.ParseURL(f.store); err != nil {
+			return fmt.Errorf("--module-store: %w", err)
 		}
+	} else if f.endpoint != "" {
+		return fmt.Errorf("--s3-endpoint needs --module-store s3://BUCKET[/PREFIX]")
+	}
+	if f.endpoint != "" {
+		if u, err := url.Parse(f.endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--s3-endpoint %q: want an http:// or https:// URL, e.g. http://127.0.0.1:4569", f.endpoint)
+		}
+	}
+	if need && f.store == "" && !sf.embedded() {
+		return fmt.Errorf("--store %s needs --module-store DIR or s3://BUCKET[/PREFIX] (where uploaded modules are kept)", sf.store)
+	}
+	return nil
+}
+
+// blobs opens the module store (check first). A directory is created when create; a bucket must
+// exist (s3blobs.Open checks it with HeadBucket).
+func (f *moduleFlags) blobs(ctx context.Context, sf *storeFlags, create bool) (registry.Blobs, error) {
+	if err := f.check(sf, true); err != nil {
+		return nil, err
+	}
+	if f.isS3() {
+		bucket, prefix, _ := s3blobs.ParseURL(f.store)
+		c, err := s3blobs.NewClient(ctx, s3blobs.ClientConfig{Endpoint: f.endpoint, Region: sf.region})
+		if err != nil {
+			return nil, err
+		}
+		return s3blobs.Open(ctx, c, bucket, prefix)
+	}
+	dir := f.store
+	if dir == "" {
 		dir = filepath.Join(sf.data, "modules")
 	}
 	if !create {
@@ -96,6 +137,9 @@ other's version stays stored: projhost handlers activate --version N).`,
 			if err != nil {
 				return fmt.Errorf("--max-module-size: %w", err)
 			}
+			if err := mf.check(&sf, true); err != nil {
+				return err
+			}
 			if smoke < 0 {
 				return fmt.Errorf("--smoke-events %d: use 0 (no smoke run) or more", smoke)
 			}
@@ -104,7 +148,7 @@ other's version stays stored: projhost handlers activate --version N).`,
 				return fmt.Errorf("reading handler: %w", err)
 			}
 			ctx := cmd.Context()
-			blobs, err := mf.blobs(&sf, true)
+			blobs, err := mf.blobs(ctx, &sf, true)
 			if err != nil {
 				return err
 			}

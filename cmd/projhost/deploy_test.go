@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -11,27 +12,42 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/projhost/projhost/internal/dynamotest"
+	"github.com/projhost/projhost/internal/s3test"
 	"github.com/projhost/projhost/internal/testwasm"
+	"github.com/projhost/projhost/registry"
+	"github.com/projhost/projhost/registry/s3blobs"
 )
 
 // TestDeployVerbs: `deploy` stores validated versions (with --activate, the active one), `handlers
 // list` shows them (table and --json), `activate` and `rollback` move the active version; bad
 // uploads are refused with one line naming the problem and nothing stored — on the embedded
-// store and on DynamoDB (a module store directory).
+// store (its modules directory), on DynamoDB with a module store directory, and on DynamoDB with
+// an S3 module store (s3rver), whose objects are then checked.
 func TestDeployVerbs(t *testing.T) {
 	count, fd := testwasm.Path(t, testwasm.CountGo), testwasm.Path(t, testwasm.FlightDelaysAS)
 	flights := filepath.Join(testwasm.RepoRoot(t), "plugins", "examples", "flightdelays", "data", "flights-2k.json")
-	for _, backend := range []string{"embedded", "dynamodb"} {
+	for _, backend := range []string{"embedded", "dynamodb", "dynamodb+s3"} {
 		t.Run(backend, func(t *testing.T) {
 			dir := t.TempDir()
 			projhost(t, "journal", "create", "--data", dir, "--shards", "4")
 			projhost(t, "journal", "append", "--data", dir, "--key-field", "origin", flights)
 			st := []string{"--data", dir}
-			var ms []string // the module store flag of deploy
-			if backend == "dynamodb" {
+			var ms []string // the module store flags of deploy
+			var modules registry.Blobs
+			switch backend {
+			case "dynamodb":
+				ms = []string{"--module-store", filepath.Join(t.TempDir(), "modules")}
+			case "dynamodb+s3":
+				c := s3test.Client(t)
+				bucket := s3test.Bucket(t, c)
+				ms = []string{"--module-store", "s3://" + bucket + "/projhost", "--s3-endpoint", s3test.Endpoint(t)}
+				var err error
+				modules, err = s3blobs.New(c, bucket, "projhost/")
+				require.NoError(t, err)
+			}
+			if backend != "embedded" {
 				_, prefix := dynamotest.Tables(t)
 				st = append(st, "--store", "dynamodb", "--dynamodb-endpoint", dynamotest.Endpoint(t), "--table-prefix", prefix)
-				ms = []string{"--module-store", filepath.Join(t.TempDir(), "modules")}
 			}
 			with := func(args ...string) []string {
 				if args[0] == "deploy" {
@@ -59,6 +75,12 @@ func TestDeployVerbs(t *testing.T) {
 			b, err := os.ReadFile(fd)
 			require.NoError(t, err)
 			require.Equal(t, int64(len(b)), rows[1].Size)
+			require.Equal(t, registry.Sum(b), rows[1].SHA256)
+			if modules != nil { // the bytes are in the bucket, under PREFIX/<sha256>.wasm
+				got, err := modules.Get(context.Background(), rows[1].SHA256)
+				require.NoError(t, err)
+				require.Equal(t, b, got)
+			}
 			table := projhost(t, with("handlers", "list", "--name", "p")...)
 			require.Regexp(t, `(?m)^2\s+\*\s+[0-9a-f]{12}\s+`, table)
 
@@ -90,11 +112,55 @@ func TestDeployVerbs(t *testing.T) {
 			}
 			require.Len(t, strings.Split(strings.TrimSpace(projhost(t, with("handlers", "list", "--name", "p", "--json")...)), "\n"), 2,
 				"the refused uploads stored nothing")
-			if backend == "dynamodb" {
+			if backend != "embedded" {
 				r := cli(t, nil, binPath, "deploy", "--name", "p", "--handler", fd, "--store", "dynamodb", "--dynamodb-endpoint", dynamotest.Endpoint(t), "--data", dir)
 				require.Error(t, r.err)
-				require.Contains(t, r.stderr, "needs --module-store DIR")
+				require.Contains(t, r.stderr, "needs --module-store DIR or s3://BUCKET[/PREFIX]")
 			}
 		})
 	}
+}
+
+// TestModuleStoreFlags: --module-store and --s3-endpoint are checked in one place for deploy and
+// run; each bad value is refused with one line naming the flag, before anything is stored, and
+// a missing bucket is named with what to do.
+func TestModuleStoreFlags(t *testing.T) {
+	count := testwasm.Path(t, testwasm.CountGo)
+	dir := t.TempDir()
+	projhost(t, "journal", "create", "--data", dir, "--shards", "1")
+	ep := s3test.Endpoint(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"upper-case bucket", []string{"--module-store", "s3://Modules"}, `--module-store: registry: invalid argument: bucket name "Modules": S3 bucket names are 3 to 63 lowercase letters`},
+		{"no bucket", []string{"--module-store", "s3://"}, `--module-store: registry: invalid argument: bucket name ""`},
+		{"query", []string{"--module-store", "s3://modules/p?x=1"}, "no query or fragment in s3://BUCKET[/PREFIX]"},
+		{"one slash", []string{"--module-store", "s3:/modules"}, "want s3://BUCKET[/PREFIX]"},
+		{"endpoint without s3", []string{"--s3-endpoint", ep}, "--s3-endpoint needs --module-store s3://BUCKET[/PREFIX]"},
+		{"bad endpoint", []string{"--module-store", "s3://modules", "--s3-endpoint", "127.0.0.1:1"}, "--s3-endpoint \"127.0.0.1:1\": want an http:// or https:// URL"},
+		{"missing bucket", []string{"--module-store", "s3://projhost-missing/p", "--s3-endpoint", ep},
+			`bucket "projhost-missing" does not exist (or these credentials cannot see it): create it (aws s3 mb s3://projhost-missing) or name an existing one`},
+	} {
+		for _, verb := range []string{"deploy", "run"} {
+			t.Run(tc.name+"/"+verb, func(t *testing.T) {
+				args := append([]string{verb, "--data", dir, "--name", "p"}, tc.args...)
+				if verb == "deploy" {
+					args = append(args, "--handler", count)
+				}
+				r := cli(t, nil, binPath, args...)
+				require.Error(t, r.err)
+				require.Equal(t, 1, r.err.(*exec.ExitError).ExitCode())
+				msg := strings.TrimSpace(r.stderr)
+				if verb == "run" { // run logs before failing: the error is its last line
+					msg = msg[strings.LastIndex(msg, "\n")+1:]
+				}
+				require.True(t, strings.HasPrefix(msg, "projhost: "), msg)
+				require.Contains(t, msg, tc.want)
+			})
+		}
+	}
+	require.Equal(t, "no versions (projhost deploy --name NAME --handler H.wasm --activate)\n",
+		projhost(t, "handlers", "list", "--data", dir, "--name", "p"), "the refused deploys stored nothing")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/projhost/projhost/internal/dynamotest"
 	"github.com/projhost/projhost/internal/e2esuite"
 	"github.com/projhost/projhost/internal/kinesistest"
+	"github.com/projhost/projhost/internal/s3test"
 )
 
 var binPath string
@@ -30,8 +31,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building projhost: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	// dynalite unless $PROJHOST_DYNAMODB_ENDPOINT; kinesis-local unless $PROJHOST_KINESIS_ENDPOINT.
-	code := kinesistest.RunFunc(func() int { return dynamotest.Run(m) })
+	// dynalite unless $PROJHOST_DYNAMODB_ENDPOINT; kinesis-local unless $PROJHOST_KINESIS_ENDPOINT;
+	// s3rver unless $PROJHOST_S3_ENDPOINT.
+	code := s3test.RunFunc(func() int { return kinesistest.RunFunc(func() int { return dynamotest.Run(m) }) })
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

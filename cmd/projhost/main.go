@@ -14,6 +14,7 @@ import (
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/projhost/projhost/local"
+	"github.com/projhost/projhost/registry/s3blobs"
 	"github.com/projhost/projhost/source/journal"
 	kinesissrc "github.com/projhost/projhost/source/kinesis"
 )
@@ -53,6 +54,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func hint(err error) string {
 	if errors.Is(err, local.ErrBusy) || errors.Is(err, journal.ErrBusy) {
 		return " | continue (kill -CONT) or stop the process holding the lock, or wait longer with --busy-timeout"
+	}
+	if errors.Is(err, s3blobs.ErrNoBucket) {
+		return " | check --module-store s3://BUCKET[/PREFIX], --region and --s3-endpoint"
 	}
 	var nf *kinesistypes.ResourceNotFoundException
 	if errors.Is(err, kinesissrc.ErrStreamNotFound) || errors.As(err, &nf) {

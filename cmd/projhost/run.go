@@ -73,6 +73,9 @@ are probed at most once a second), and no dead-letter replay pending.`,
 			if err := srcf.check(cmd, &sf); err != nil {
 				return err
 			}
+			if err := mf.check(&sf, handler == ""); err != nil {
+				return err
+			}
 			if deadline < 0 || deadline > 0 && deadline < time.Millisecond {
 				return fmt.Errorf("--batch-deadline must be at least 1ms")
 			}
@@ -145,7 +148,7 @@ are probed at most once a second), and no dead-letter replay pending.`,
 			if err != nil {
 				return err
 			}
-			blobs, err := mf.blobs(&sf, false)
+			blobs, err := mf.blobs(ctx, &sf, false)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,6 @@
 // Package awsconfig loads the AWS SDK configuration the projhost clients share
-// (internal/dynamotables for DynamoDB, source/kinesis for Kinesis), with the rules for a local
-// endpoint.
+// (internal/dynamotables for DynamoDB, source/kinesis for Kinesis, registry/s3blobs for S3),
+// with the rules for a local endpoint.
 package awsconfig
 
 import (

@@ -1,8 +1,8 @@
 // Package localserver starts the local AWS stand-ins of tools/ (tools/dynalite,
-// tools/kinesis-local) for a test package: the server's start.sh on a free loopback port, its pid
-// file in a temporary directory, and a stop function (Server); Harness picks a running server
-// from the environment or starts one for the package's tests. internal/dynamotest and
-// internal/kinesistest are built on it.
+// tools/kinesis-local, tools/s3rver) for a test package: the server's start.sh on a free
+// loopback port, its pid file in a temporary directory, and a stop function (Server); Harness
+// picks a running server from the environment or starts one for the package's tests.
+// internal/dynamotest, internal/kinesistest and internal/s3test are built on it.
 package localserver
 
 import (

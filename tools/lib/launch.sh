@@ -1,4 +1,4 @@
-# Shared by the local server launchers (tools/dynalite, tools/dynamodb-local, tools/kinesis-local): source it from a
+# Shared by the local server launchers (tools/dynalite, tools/dynamodb-local, tools/kinesis-local, tools/s3rver): source it from a
 # start.sh or stop.sh running under `set -euo pipefail` that has set here= to its folder. Exit codes: 2 usage, 3 install failed,
 # 4 server did not come up or its port is taken.
 
