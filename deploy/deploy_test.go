@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -192,18 +193,51 @@ func TestDeployRefused(t *testing.T) {
 	require.ErrorIs(t, err, host.ErrTrap)
 }
 
+// barrier is a registry whose Activate waits until n callers have read the active pointer:
+// the deploys under test then all read it before any of them writes it, whatever the order the
+// scheduler runs them in (a deploy that starts after another one finished is no race).
+type barrier struct {
+	registry.Store
+	n    int
+	mu   sync.Mutex
+	read int
+	all  chan struct{}
+}
+
+func (b *barrier) Active(ctx context.Context, projection string) (registry.Active, error) {
+	a, err := b.Store.Active(ctx, projection)
+	b.mu.Lock()
+	if b.read++; b.read == b.n {
+		close(b.all)
+	}
+	b.mu.Unlock()
+	return a, err
+}
+
+func (b *barrier) Activate(ctx context.Context, projection string, n, expect int64) (registry.Active, error) {
+	select {
+	case <-b.all:
+	case <-time.After(time.Minute):
+		return registry.Active{}, errors.New("barrier: not every deploy read the pointer within a minute")
+	}
+	return b.Store.Activate(ctx, projection, n, expect)
+}
+
 // TestDeployRace: concurrent deploys that all activate get distinct versions and exactly one
 // becomes active; the others report registry.ErrConflict with their version stored inactive.
 func TestDeployRace(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, deploy.Config{SmokeEvents: 5})
 	mods := [][]byte{read(t, testwasm.CountGo), read(t, testwasm.FlightDelaysAS), read(t, testwasm.CountAS), read(t, testwasm.FlightDelaysGo)}
+	b := &barrier{Store: e.reg, n: len(mods), all: make(chan struct{})}
+	d, err := deploy.New(deploy.Config{Registry: b, Blobs: e.blobs, Runtime: e.rt, Source: e.j, SmokeEvents: 5})
+	require.NoError(t, err)
 	res := make([]deploy.Result, len(mods))
 	errs := make([]error, len(mods))
 	var wg sync.WaitGroup
 	for i, m := range mods {
 		wg.Add(1)
-		go func() { defer wg.Done(); res[i], errs[i] = e.d.Deploy(ctx, "p", m, deploy.Options{Activate: true}) }()
+		go func() { defer wg.Done(); res[i], errs[i] = d.Deploy(ctx, "p", m, deploy.Options{Activate: true}) }()
 	}
 	wg.Wait()
 	won, nums := -1, map[int64]bool{}
