@@ -242,27 +242,50 @@ func handleOnce(ctx context.Context, mod *host.Module, shardID string, evs []eve
 }
 
 // Activate makes version n projection's active version (reading the pointer, then writing it
-// on its counter). Errors: registry.ErrNoVersion, registry.ErrConflict (another change came
-// between the read and the write: try again), store errors.
-func Activate(ctx context.Context, reg registry.Store, projection string, n int64) (registry.Active, error) {
-	a, err := reg.Active(ctx, projection)
-	if err != nil {
-		return a, err
+// on its counter), after checking that the module store holds its bytes intact (a version the
+// workers could not load is never activated). When n is already active nothing is written and
+// changed is false (a retried command leaves the rollback target as it was). Errors:
+// registry.ErrNoVersion, registry.ErrNoModule / ErrCorrupt (wrapped, naming the version),
+// registry.ErrConflict (another change came between the read and the write: try again), store
+// errors.
+func Activate(ctx context.Context, reg registry.Store, blobs registry.Blobs, projection string, n int64) (a registry.Active, changed bool, err error) {
+	if a, err = reg.Active(ctx, projection); err != nil {
+		return a, false, err
 	}
-	return reg.Activate(ctx, projection, n, a.Counter)
+	return activateFrom(ctx, reg, blobs, a, n)
 }
 
-// Rollback makes the previous active version active again (the pointer's Previous); a second
-// rollback undoes the first. Errors: ErrNoPrevious, registry.ErrConflict, store errors.
-func Rollback(ctx context.Context, reg registry.Store, projection string) (registry.Active, error) {
+func activateFrom(ctx context.Context, reg registry.Store, blobs registry.Blobs, a registry.Active, n int64) (registry.Active, bool, error) {
+	v, err := Get(ctx, reg, a.Projection, n)
+	if err != nil {
+		return a, false, err
+	}
+	if a.Version == n {
+		return a, false, nil
+	}
+	if _, err := blobs.Get(ctx, v.SHA256); err != nil {
+		return a, false, fmt.Errorf("version %d of %s cannot be activated: %w (deploy its module again)", n, a.Projection, err)
+	}
+	a, err = reg.Activate(ctx, a.Projection, n, a.Counter)
+	return a, err == nil, err
+}
+
+// Rollback makes the previous active version active again (the pointer's Previous; checked
+// as Activate checks); a second rollback undoes the first. Errors: ErrNoPrevious, those of
+// Activate.
+func Rollback(ctx context.Context, reg registry.Store, blobs registry.Blobs, projection string) (registry.Active, error) {
 	a, err := reg.Active(ctx, projection)
 	if err != nil {
 		return a, err
 	}
-	if a.Previous == 0 {
-		return a, fmt.Errorf("%w: %s has had one active version at most (version %d)", ErrNoPrevious, projection, a.Version)
+	if a.Previous == 0 || a.Previous == a.Version {
+		if a.Version == 0 {
+			return a, fmt.Errorf("%w: %s has no active version", ErrNoPrevious, projection)
+		}
+		return a, fmt.Errorf("%w: version %d of %s is the only one that was active", ErrNoPrevious, a.Version, projection)
 	}
-	return reg.Activate(ctx, projection, a.Previous, a.Counter)
+	a, _, err = activateFrom(ctx, reg, blobs, a, a.Previous)
+	return a, err
 }
 
 // ActiveModule returns projection's active version and its bytes from blobs. Errors:

@@ -134,19 +134,36 @@ func TestDeployActivateRollback(t *testing.T) {
 	require.Equal(t, int64(2), v.Number)
 	require.Equal(t, fd, b)
 
-	a, err = deploy.Activate(ctx, e.reg, "p", 1)
+	a, changed, err := deploy.Activate(ctx, e.reg, e.blobs, "p", 1)
 	require.NoError(t, err)
+	require.True(t, changed)
 	require.Equal(t, []int64{1, 2, 2}, []int64{a.Version, a.Previous, a.Counter})
-	a, err = deploy.Rollback(ctx, e.reg, "p")
+	// Activating the active version again changes nothing: the rollback target stays.
+	a, changed, err = deploy.Activate(ctx, e.reg, e.blobs, "p", 1)
+	require.NoError(t, err)
+	require.False(t, changed)
+	require.Equal(t, []int64{1, 2, 2}, []int64{a.Version, a.Previous, a.Counter})
+	a, err = deploy.Rollback(ctx, e.reg, e.blobs, "p")
 	require.NoError(t, err)
 	require.Equal(t, []int64{2, 1, 3}, []int64{a.Version, a.Previous, a.Counter})
-	a, err = deploy.Rollback(ctx, e.reg, "p")
+	a, err = deploy.Rollback(ctx, e.reg, e.blobs, "p")
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2, 4}, []int64{a.Version, a.Previous, a.Counter}, "a second rollback undoes the first")
-	_, err = deploy.Activate(ctx, e.reg, "p", 3)
+	_, _, err = deploy.Activate(ctx, e.reg, e.blobs, "p", 3)
 	require.ErrorIs(t, err, registry.ErrNoVersion)
-	_, err = deploy.Rollback(ctx, e.reg, "other")
+	_, err = deploy.Rollback(ctx, e.reg, e.blobs, "other")
 	require.ErrorIs(t, err, deploy.ErrNoPrevious)
+
+	// A version whose bytes left the module store is not activated.
+	require.NoError(t, os.Remove(filepath.Join(e.blobs.Dir(), r2.Version.SHA256+".wasm")))
+	_, _, err = deploy.Activate(ctx, e.reg, e.blobs, "p", 2)
+	require.ErrorIs(t, err, registry.ErrNoModule)
+	require.Contains(t, err.Error(), "version 2 of p cannot be activated")
+	_, err = deploy.Rollback(ctx, e.reg, e.blobs, "p")
+	require.ErrorIs(t, err, registry.ErrNoModule)
+	a, err = e.reg.Active(ctx, "p")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), a.Version, "nothing activated")
 }
 
 // TestDeployRefused: bad uploads are refused with an error naming what is wrong, and nothing
@@ -163,6 +180,7 @@ func TestDeployRefused(t *testing.T) {
 	}{
 		{"garbage bytes", func(*testing.T) []byte { return []byte("#!/bin/sh\nrm -rf /\n") }, deploy.Config{}, host.ErrInvalidModule, "not a WebAssembly module"},
 		{"wrong ABI", func(t *testing.T) []byte { return wat(t, "abi2") }, deploy.Config{}, host.ErrInvalidModule, "ABI version 2 not supported"},
+		{"markers of two ABI versions", func(t *testing.T) []byte { return wat(t, "bothabi") }, deploy.Config{}, host.ErrInvalidModule, "a module declares one ABI version"},
 		{"unknown import", func(t *testing.T) []byte { return wat(t, "badimport") }, deploy.Config{}, host.ErrInvalidModule, "open_socket"},
 		{"traps on the smoke run", func(t *testing.T) []byte { return wat(t, "trap") }, deploy.Config{}, deploy.ErrSmokeFailed, "smoke run"},
 		{"over the size limit", func(*testing.T) []byte { return count }, deploy.Config{MaxModuleSize: len(count) - 1}, deploy.ErrTooLarge, "limit"},

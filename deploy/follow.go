@@ -159,13 +159,20 @@ func (f *Follower) switchTo(ctx context.Context, n int64) error {
 	return nil
 }
 
+// RetryFailed is how long a Follower waits before trying again to load an active version it
+// failed to load (its bytes missing from the module store, say), unless the pointer changes
+// first (a re-activation, or another version activated, is tried at once).
+const RetryFailed = 10 * time.Second
+
 // Run reads the active pointer every Poll and switches when it changed, until ctx ends; it
-// returns nil then. A failed read or load is logged and tried again at the next poll (the
-// shards keep the version they run).
+// returns nil then. A failed read is logged and tried again at the next poll; a version that
+// cannot be loaded is logged and tried again after RetryFailed or when the pointer changes
+// (the shards keep the version they run meanwhile).
 func (f *Follower) Run(ctx context.Context) error {
 	t := time.NewTicker(f.cfg.Poll)
 	defer t.Stop()
-	failed := int64(0)
+	var failed registry.Active // the pointer whose version failed to load (Counter 0: none)
+	var failedAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -179,16 +186,20 @@ func (f *Follower) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		if a.Version == 0 || a.Version == f.Version().Number || a.Version == failed {
+		if a.Version == 0 || a.Version == f.Version().Number {
+			failed = registry.Active{}
+			continue
+		}
+		if failed.Counter != 0 && a.Counter == failed.Counter && time.Since(failedAt) < RetryFailed {
 			continue
 		}
 		if err := f.switchTo(ctx, a.Version); err != nil {
-			failed = a.Version
-			f.cfg.Logger.Error("the new active handler version cannot be run; the shards keep the one they run", "projection", f.cfg.Projection,
-				"version", a.Version, "err", err)
+			failed, failedAt = a, time.Now()
+			f.cfg.Logger.Error("the new active handler version cannot be run; the shards keep the one they run (tried again in 10s)",
+				"projection", f.cfg.Projection, "version", a.Version, "running", f.Version().Number, "err", err)
 			continue
 		}
-		failed = 0
+		failed = registry.Active{}
 	}
 }
 

@@ -198,25 +198,28 @@ func validateShape(wrt wazero.Runtime, c wazero.CompiledModule) (hasInit bool, e
 	if _, ok := exports["_start"]; ok {
 		return false, fmt.Errorf("exports _start: it is a WASI command, not a reactor; rebuild it as a library (Go: -buildmode=c-shared with //go:wasmexport)")
 	}
-	// ABI marker.
-	if d, ok := exports[wasmabi.ExportMarker]; ok {
-		if s := sigOf(d); !s.equal(signature{}) {
-			return false, fmt.Errorf("export %s has signature %s, want () -> ()", wasmabi.ExportMarker, s)
-		}
-	} else {
-		var other []string
-		for name := range exports {
-			if v, ok := strings.CutPrefix(name, wasmabi.MarkerPrefix); ok {
-				if _, err := strconv.ParseUint(v, 10, 32); err == nil {
-					other = append(other, v)
-				}
+	// ABI marker: exactly projhost_abi_v1 (ABI.md §1: a module exporting the marker of another
+	// version is refused, with it or without v1's).
+	var other []string
+	for name := range exports {
+		if v, ok := strings.CutPrefix(name, wasmabi.MarkerPrefix); ok && name != wasmabi.ExportMarker {
+			if _, err := strconv.ParseUint(v, 10, 32); err == nil {
+				other = append(other, v)
 			}
 		}
-		sort.Strings(other)
-		if len(other) > 0 {
-			return false, fmt.Errorf("ABI version %s not supported (host speaks v%d); rebuild the handler with a projhost SDK for ABI v%d", strings.Join(other, ", "), wasmabi.Version, wasmabi.Version)
-		}
+	}
+	sort.Strings(other)
+	d, hasV1 := exports[wasmabi.ExportMarker]
+	switch {
+	case len(other) > 0 && hasV1:
+		return false, fmt.Errorf("exports the markers of ABI v%d and of ABI %s: a module declares one ABI version; rebuild the handler with one projhost SDK", wasmabi.Version, strings.Join(other, ", "))
+	case len(other) > 0:
+		return false, fmt.Errorf("ABI version %s not supported (host speaks v%d); rebuild the handler with a projhost SDK for ABI v%d", strings.Join(other, ", "), wasmabi.Version, wasmabi.Version)
+	case !hasV1:
 		return false, fmt.Errorf("missing export %s: not a projhost handler (build it with the projhost Go or AssemblyScript SDK)", wasmabi.ExportMarker)
+	}
+	if s := sigOf(d); !s.equal(signature{}) {
+		return false, fmt.Errorf("export %s has signature %s, want () -> ()", wasmabi.ExportMarker, s)
 	}
 	if _, ok := c.ExportedMemories()[wasmabi.ExportMemory]; !ok {
 		return false, fmt.Errorf("missing export %s (the guest's linear memory must be exported as %q)", wasmabi.ExportMemory, wasmabi.ExportMemory)

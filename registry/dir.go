@@ -50,7 +50,10 @@ func (d *DirBlobs) Put(ctx context.Context, sum string, wasm []byte) error {
 		return fmt.Errorf("registry: store module %s: %w", sum, err)
 	}
 	tmp := f.Name()
-	_, err = f.Write(wasm)
+	err = f.Chmod(0o644) // readable by workers running as other users, as the directory is
+	if err == nil {
+		_, err = f.Write(wasm)
+	}
 	if err == nil {
 		err = f.Sync()
 	}

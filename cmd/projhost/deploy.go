@@ -135,7 +135,7 @@ other's version stays stored: projhost handlers activate --version N).`,
 			}
 			maxPages, err := host.ParseMemoryLimit(maxSize)
 			if err != nil {
-				return fmt.Errorf("--max-module-size: %w", err)
+				return fmt.Errorf("--max-module-size %q: want a size in binary units, a multiple of 64KiB up to 4GiB, e.g. 64MiB", maxSize)
 			}
 			if err := mf.check(&sf, true); err != nil {
 				return err
@@ -143,13 +143,19 @@ other's version stays stored: projhost handlers activate --version N).`,
 			if smoke < 0 {
 				return fmt.Errorf("--smoke-events %d: use 0 (no smoke run) or more", smoke)
 			}
-			wasm, err := os.ReadFile(handler)
+			wasm, err := readModule(handler, int64(maxPages)*65536, "--max-module-size")
 			if err != nil {
-				return fmt.Errorf("reading handler: %w", err)
+				return err
 			}
 			ctx := cmd.Context()
-			blobs, err := mf.blobs(ctx, &sf, true)
+			// The source first: a mistyped --data (no journal) creates nothing.
+			logger := slog.New(slog.DiscardHandler) // the smoke run's guest log is not the user's concern here
+			src, err := srcf.open(ctx, &sf, journal.OpenReadOnly, logger)
 			if err != nil {
+				return err
+			}
+			defer src.close()
+			if err := mf.check(&sf, true); err != nil {
 				return err
 			}
 			st, err := sf.open(ctx)
@@ -161,12 +167,10 @@ other's version stays stored: projhost handlers activate --version N).`,
 			if err != nil {
 				return err
 			}
-			logger := slog.New(slog.DiscardHandler) // the smoke run's guest log is not the user's concern here
-			src, err := srcf.open(ctx, &sf, journal.OpenReadOnly, logger)
+			blobs, err := mf.blobs(ctx, &sf, true)
 			if err != nil {
 				return err
 			}
-			defer src.close()
 			rt, err := host.NewRuntime(ctx, host.WithLogger(logger), host.WithMemoryLimitPages(memPages))
 			if err != nil {
 				return err
@@ -201,6 +205,38 @@ other's version stays stored: projhost handlers activate --version N).`,
 	f.StringVar(&memLimit, "memory-limit", host.DefaultMemoryLimit, "the workers' --memory-limit: the module's declared memory must fit it")
 	f.StringVar(&maxSize, "max-module-size", "64MiB", "largest module accepted, in binary units, a multiple of 64KiB")
 	rootCmd.AddCommand(cmd)
+}
+
+// readModule reads the module file path, refusing what is not a regular file (a FIFO or a
+// device would block or never end) and a file over limit bytes (named by flag) before reading
+// more than limit+1 bytes of it.
+func readModule(path string, limit int64, flag string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading handler: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("reading handler: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("handler %s is not a regular file (%s): give the .wasm file", path, fi.Mode().Type())
+	}
+	tooLarge := func(n int64) error {
+		return fmt.Errorf("handler %s refused, nothing stored: %w: %d bytes, the limit is %d (%s)", path, deploy.ErrTooLarge, n, limit, flag)
+	}
+	if fi.Size() > limit {
+		return nil, tooLarge(fi.Size())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading handler: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, tooLarge(int64(len(b)))
+	}
+	return b, nil
 }
 
 func printDeploy(w io.Writer, handler string, wasm []byte, res deploy.Result) {
@@ -266,6 +302,7 @@ func init() {
 	hc.AddCommand(list)
 
 	var asf storeFlags
+	var amf moduleFlags
 	var aname string
 	var version int64
 	act := &cobra.Command{
@@ -276,17 +313,19 @@ func init() {
 			if aname == "" || version < 1 {
 				return fmt.Errorf("--name and --version N (1 or more) are required")
 			}
-			return movePointer(cmd, &asf, aname, func(ctx context.Context, reg registry.Store) (registry.Active, error) {
-				return deploy.Activate(ctx, reg, aname, version)
+			return movePointer(cmd, &asf, &amf, aname, func(ctx context.Context, reg registry.Store, blobs registry.Blobs) (registry.Active, bool, error) {
+				return deploy.Activate(ctx, reg, blobs, aname, version)
 			})
 		},
 	}
 	asf.register(act)
+	amf.register(act)
 	act.Flags().StringVar(&aname, "name", "", "projection name")
 	act.Flags().Int64Var(&version, "version", 0, "version number (projhost handlers list)")
 	hc.AddCommand(act)
 
 	var rsf storeFlags
+	var rmf moduleFlags
 	var rname string
 	rb := &cobra.Command{
 		Use:   "rollback",
@@ -296,19 +335,26 @@ func init() {
 			if rname == "" {
 				return fmt.Errorf("--name is required")
 			}
-			return movePointer(cmd, &rsf, rname, func(ctx context.Context, reg registry.Store) (registry.Active, error) {
-				return deploy.Rollback(ctx, reg, rname)
+			return movePointer(cmd, &rsf, &rmf, rname, func(ctx context.Context, reg registry.Store, blobs registry.Blobs) (registry.Active, bool, error) {
+				a, err := deploy.Rollback(ctx, reg, blobs, rname)
+				return a, err == nil, err
 			})
 		},
 	}
 	rsf.register(rb)
+	rmf.register(rb)
 	rb.Flags().StringVar(&rname, "name", "", "projection name")
 	hc.AddCommand(rb)
 }
 
-// movePointer opens the store and runs move, printing the pointer written.
-func movePointer(cmd *cobra.Command, sf *storeFlags, name string, move func(context.Context, registry.Store) (registry.Active, error)) error {
+// movePointer opens the store and the module store (move checks the version's bytes there)
+// and runs move, printing the pointer written, or that nothing changed.
+func movePointer(cmd *cobra.Command, sf *storeFlags, mf *moduleFlags, name string,
+	move func(context.Context, registry.Store, registry.Blobs) (registry.Active, bool, error)) error {
 	ctx := cmd.Context()
+	if err := mf.check(sf, true); err != nil {
+		return err
+	}
 	st, err := sf.openExisting(ctx)
 	if err != nil {
 		return err
@@ -318,9 +364,17 @@ func movePointer(cmd *cobra.Command, sf *storeFlags, name string, move func(cont
 	if err != nil {
 		return err
 	}
-	a, err := move(ctx, reg)
+	blobs, err := mf.blobs(ctx, sf, false)
 	if err != nil {
 		return err
+	}
+	a, changed, err := move(ctx, reg, blobs)
+	if err != nil {
+		return err
+	}
+	if !changed {
+		fmt.Fprintf(cmd.OutOrStdout(), "version %d of %s is already active: nothing changed\n", a.Version, name)
+		return nil
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "version %d of %s is active (was %s)\n", a.Version, name, versionName(a.Previous))
 	return nil

@@ -50,7 +50,7 @@ func TestDeployVerbs(t *testing.T) {
 				st = append(st, "--store", "dynamodb", "--dynamodb-endpoint", dynamotest.Endpoint(t), "--table-prefix", prefix)
 			}
 			with := func(args ...string) []string {
-				if args[0] == "deploy" {
+				if args[0] == "deploy" || args[0] == "handlers" && args[1] != "list" {
 					args = append(args, ms...)
 				}
 				return append(args, st...)
@@ -87,6 +87,7 @@ func TestDeployVerbs(t *testing.T) {
 			require.Equal(t, "version 1 of p is active (was version 2)\n", projhost(t, with("handlers", "activate", "--name", "p", "--version", "1")...))
 			require.Equal(t, "version 2 of p is active (was version 1)\n", projhost(t, with("handlers", "rollback", "--name", "p")...))
 			require.Equal(t, "version 1 of p is active (was version 2)\n", projhost(t, with("handlers", "rollback", "--name", "p")...))
+			require.Equal(t, "version 1 of p is already active: nothing changed\n", projhost(t, with("handlers", "activate", "--name", "p", "--version", "1")...))
 
 			garbage := filepath.Join(t.TempDir(), "garbage.wasm")
 			require.NoError(t, os.WriteFile(garbage, []byte("MZ\x90\x00 not wasm"), 0o644))
@@ -97,6 +98,7 @@ func TestDeployVerbs(t *testing.T) {
 			}{
 				{"garbage", []string{"deploy", "--name", "p", "--handler", garbage, "--activate"}, "refused, nothing stored: invalid handler module \"p\": not a WebAssembly module"},
 				{"too large", []string{"deploy", "--name", "p", "--handler", count, "--max-module-size", "1MiB"}, "refused, nothing stored: deploy: module too large"},
+				{"a device", []string{"deploy", "--name", "p", "--handler", "/dev/zero"}, "is not a regular file"},
 				{"bad size flag", []string{"deploy", "--name", "p", "--handler", count, "--max-module-size", "12"}, "--max-module-size"},
 				{"unknown version", []string{"handlers", "activate", "--name", "p", "--version", "7"}, "p has no version 7"},
 				{"no version flag", []string{"handlers", "activate", "--name", "p"}, "--version N"},

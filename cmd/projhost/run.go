@@ -111,8 +111,8 @@ are probed at most once a second), and no dead-letter replay pending.`,
 		var wasm []byte
 		if handler != "" {
 			var err error
-			if wasm, err = os.ReadFile(handler); err != nil {
-				return fmt.Errorf("reading handler: %w", err)
+			if wasm, err = readModule(handler, maxRunModule, "a module for run --handler"); err != nil {
+				return err
 			}
 		}
 		src, err := srcf.open(ctx, &sf, journal.Open, logger)
@@ -233,6 +233,10 @@ are probed at most once a second), and no dead-letter replay pending.`,
 	f.StringVar(&trace, "trace", "", "append every shard open, batch, cursor save, handler error, dead letter, replay, stop and lease event, and the lag (sampled: projection.TraceLagEvery), to this file as JSON lines (projection.TraceRecord; for tools and tests)")
 	rootCmd.AddCommand(cmd)
 }
+
+// maxRunModule bounds a --handler file: 1 GiB, far above any handler (a standard Go build is
+// about 3 MB), so that a mistaken path (a device, a huge file) is refused before it is read.
+const maxRunModule = 1 << 30
 
 // progress prints events/s and lag once a second on a terminal: in events from the journal's
 // heads (hd), else the largest MillisBehindLatest of the owned shards (lags).
