@@ -25,6 +25,7 @@ import (
 	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/registry"
 	"github.com/projhost/projhost/registry/s3blobs"
+	"github.com/projhost/projhost/source"
 	"github.com/projhost/projhost/source/journal"
 )
 
@@ -148,13 +149,18 @@ other's version stays stored: projhost handlers activate --version N).`,
 				return err
 			}
 			ctx := cmd.Context()
-			// The source first: a mistyped --data (no journal) creates nothing.
+			// The source first: a mistyped --data (no journal) creates nothing. Without a smoke
+			// run no source is read.
 			logger := slog.New(slog.DiscardHandler) // the smoke run's guest log is not the user's concern here
-			src, err := srcf.open(ctx, &sf, journal.OpenReadOnly, logger)
-			if err != nil {
-				return err
+			var events source.Source
+			if smoke > 0 {
+				src, err := srcf.open(ctx, &sf, journal.OpenReadOnly, logger)
+				if err != nil {
+					return fmt.Errorf("%w (the smoke run reads it; --smoke-events 0 deploys without one)", err)
+				}
+				defer src.close()
+				events = src.Source
 			}
-			defer src.close()
 			if err := mf.check(&sf, true); err != nil {
 				return err
 			}
@@ -176,12 +182,12 @@ other's version stays stored: projhost handlers activate --version N).`,
 				return err
 			}
 			defer rt.Close(context.Background())
-			events := smoke
-			if events == 0 {
-				events = -1
+			n := smoke
+			if n == 0 {
+				n = -1
 			}
-			d, err := deploy.New(deploy.Config{Registry: reg, Blobs: blobs, Runtime: rt, Source: src.Source,
-				MaxModuleSize: int(maxPages) * 65536, SmokeEvents: events})
+			d, err := deploy.New(deploy.Config{Registry: reg, Blobs: blobs, Runtime: rt, Source: events,
+				MaxModuleSize: int(maxPages) * 65536, SmokeEvents: n})
 			if err != nil {
 				return err
 			}

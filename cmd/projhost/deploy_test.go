@@ -166,3 +166,18 @@ func TestModuleStoreFlags(t *testing.T) {
 	require.Equal(t, "no versions (projhost deploy --name NAME --handler H.wasm --activate)\n",
 		projhost(t, "handlers", "list", "--data", dir, "--name", "p"), "the refused deploys stored nothing")
 }
+
+// TestDeployWithoutJournal: with no journal in --data, deploy says the smoke run needs one and
+// creates nothing; with --smoke-events 0 it deploys without reading any source.
+func TestDeployWithoutJournal(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new")
+	count := testwasm.Path(t, testwasm.CountAS)
+	r := cli(t, nil, binPath, "deploy", "--data", dir, "--name", "p", "--handler", count)
+	require.Error(t, r.err)
+	require.Contains(t, r.stderr, "no journal in "+dir)
+	require.Contains(t, r.stderr, "--smoke-events 0 deploys without one")
+	_, err := os.Stat(dir)
+	require.True(t, os.IsNotExist(err), "a refused deploy created %s", dir)
+	out := projhost(t, "deploy", "--data", dir, "--name", "p", "--handler", count, "--smoke-events", "0", "--activate")
+	require.Contains(t, out, "smoke run: none (turned off)\nstored version 1 of p\nversion 1 of p is active (was none)\n")
+}
