@@ -35,13 +35,14 @@ func TestNamesFor(t *testing.T) {
 		bad    bool
 	}{
 		{prefix: "projhost-", want: dynamotables.Names{Leases: "projhost-leases", Cursors: "projhost-cursors",
-			ReadModel: "projhost-readmodel", DeadLetters: "projhost-deadletters"}},
-		{prefix: "", want: dynamotables.Names{Leases: "leases", Cursors: "cursors", ReadModel: "readmodel", DeadLetters: "deadletters"}},
+			ReadModel: "projhost-readmodel", DeadLetters: "projhost-deadletters", Modules: "projhost-modules"}},
+		{prefix: "", want: dynamotables.Names{Leases: "leases", Cursors: "cursors", ReadModel: "readmodel", DeadLetters: "deadletters",
+			Modules: "modules"}},
 		{prefix: "a.b_C-1.", want: dynamotables.Names{Leases: "a.b_C-1.leases", Cursors: "a.b_C-1.cursors",
-			ReadModel: "a.b_C-1.readmodel", DeadLetters: "a.b_C-1.deadletters"}},
+			ReadModel: "a.b_C-1.readmodel", DeadLetters: "a.b_C-1.deadletters", Modules: "a.b_C-1.modules"}},
 		{prefix: strings.Repeat("x", 244), want: dynamotables.Names{Leases: strings.Repeat("x", 244) + "leases",
 			Cursors: strings.Repeat("x", 244) + "cursors", ReadModel: strings.Repeat("x", 244) + "readmodel",
-			DeadLetters: strings.Repeat("x", 244) + "deadletters"}},
+			DeadLetters: strings.Repeat("x", 244) + "deadletters", Modules: strings.Repeat("x", 244) + "modules"}},
 		{prefix: strings.Repeat("x", 245), bad: true}, // "deadletters" would make 256 characters
 		{prefix: "has space", bad: true},
 		{prefix: "slash/", bad: true},
@@ -66,7 +67,7 @@ func TestDefinitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []struct{ name, pk, sk string }{{"x-leases", "projection", "shard"}, {"x-cursors", "projection", "shard"},
-		{"x-readmodel", "pk", "sk"}, {"x-deadletters", "projection", "sk"}}
+		{"x-readmodel", "pk", "sk"}, {"x-deadletters", "projection", "sk"}, {"x-modules", "projection", "sk"}}
 	if len(defs) != len(want) {
 		t.Fatalf("%d definitions, want %d", len(defs), len(want))
 	}
@@ -91,7 +92,7 @@ func TestCreateTablesIdempotent(t *testing.T) {
 			t.Fatalf("CreateTables #%d: %v", i+1, err)
 		}
 	}
-	for _, suffix := range []string{"leases", "cursors", "readmodel", "deadletters"} {
+	for _, suffix := range []string{"leases", "cursors", "readmodel", "deadletters", "modules"} {
 		out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(prefix + suffix)})
 		if err != nil {
 			t.Fatal(err)
