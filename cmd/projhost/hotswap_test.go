@@ -5,11 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -101,15 +98,7 @@ func testHotSwap(t *testing.T, backend string) {
 	require.Contains(t, out, "version 1 of p is active")
 
 	traces := []string{filepath.Join(dir, "w1.trace"), filepath.Join(dir, "w2.trace")}
-	var workers []*exec.Cmd
-	var stderrs []*bytes.Buffer
-	for i, tr := range traces {
-		w := exec.Command(binPath, with("run", "--name", "p", "--worker-id", fmt.Sprintf("w%d", i+1), "--trace", tr)...)
-		var stderr bytes.Buffer
-		w.Stderr = &stderr
-		require.NoError(t, w.Start())
-		workers, stderrs = append(workers, w), append(stderrs, &stderr)
-	}
+	workers, stderrs := startWorkers(t, context.Background(), traces, with("--name", "p")...)
 	t.Cleanup(func() {
 		for _, w := range workers {
 			w.Process.Kill()
@@ -120,16 +109,7 @@ func testHotSwap(t *testing.T, backend string) {
 			}
 		}
 	})
-	records := func() []projection.TraceRecord {
-		var out []projection.TraceRecord
-		for _, tr := range traces {
-			if _, err := os.Stat(tr); err == nil {
-				out = append(out, readTrace(t, tr)...)
-			}
-		}
-		slices.SortStableFunc(out, func(a, b projection.TraceRecord) int { return a.Time.Compare(b.Time) })
-		return out
-	}
+	records := func() []projection.TraceRecord { return mergedTraces(t, traces) }
 	eventually := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(2 * time.Minute)

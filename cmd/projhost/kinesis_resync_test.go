@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -75,16 +74,7 @@ func TestKinesisUpdateShardCountDynamo(t *testing.T) {
 			}
 		}
 	}()
-	merged := func() []projection.TraceRecord {
-		var out []projection.TraceRecord
-		for _, tr := range traces {
-			if _, err := os.Stat(tr); err == nil {
-				out = append(out, readTrace(t, tr)...)
-			}
-		}
-		slices.SortStableFunc(out, func(a, b projection.TraceRecord) int { return a.Time.Compare(b.Time) })
-		return out
-	}
+	merged := func() []projection.TraceRecord { return mergedTraces(t, traces) }
 	handled := func() int {
 		n := 0
 		for _, r := range merged() {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,6 +208,19 @@ func dynamoDocs(t *testing.T, dep, prefix, name string) []readmodel.Doc {
 		docs = append(docs, d...)
 	}
 	return docs
+}
+
+// mergedTraces reads the `run --trace` files of paths that exist so far, in time order.
+func mergedTraces(t *testing.T, paths []string) []projection.TraceRecord {
+	t.Helper()
+	var out []projection.TraceRecord
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, readTrace(t, p)...)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b projection.TraceRecord) int { return a.Time.Compare(b.Time) })
+	return out
 }
 
 // readTrace reads a `run --trace` file.
