@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/projection"
 	"github.com/projhost/projhost/registry"
@@ -44,21 +46,22 @@ type FollowConfig struct {
 // names another version fetches its bytes (checked against their SHA-256), compiles them once
 // and makes them the module every shard takes at its next batch boundary (the core commits
 // what the old version produced first). Versions once loaded stay loaded until Close (a
-// rollback switches back without compiling again). Its Hooks record each shard's switch in the
-// registry (SetShard: the version and the switch point), which `status` shows. Safe for
-// concurrent use.
+// rollback switches back without compiling again). It is a projection.ModuleRecorder: each
+// shard's switch is recorded in the registry (SetShard: the version and the switch point,
+// which `status` shows) before the new version's first commit, and a new owner handles an
+// interrupted write's range again with the version that wrote it. Safe for concurrent use.
 type Follower struct {
 	cfg FollowConfig
 
-	mu      sync.Mutex
-	cur     *host.Module
-	curV    registry.Version
-	loaded  map[int64]*host.Module
-	byName  map[string]int64 // module name -> version
-	records chan registry.ShardVersion
-	done    chan struct{}
-	closed  bool
+	mu     sync.Mutex
+	cur    *host.Module
+	curV   registry.Version
+	loaded map[int64]*host.Module
+	byName map[string]int64 // module name -> version
+	closed bool
 }
+
+var _ projection.ModuleRecorder = (*Follower)(nil)
 
 // NewFollower loads the projection's active version and returns a Follower running it.
 // Errors: ErrNoActive, registry.ErrNoModule / ErrCorrupt (module store), host.ErrInvalidModule
@@ -76,8 +79,7 @@ func NewFollower(ctx context.Context, cfg FollowConfig) (*Follower, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	f := &Follower{cfg: cfg, loaded: map[int64]*host.Module{}, byName: map[string]int64{},
-		records: make(chan registry.ShardVersion, 1024), done: make(chan struct{})}
+	f := &Follower{cfg: cfg, loaded: map[int64]*host.Module{}, byName: map[string]int64{}}
 	a, err := cfg.Registry.Active(ctx, cfg.Projection)
 	if err != nil {
 		return nil, err
@@ -85,7 +87,6 @@ func NewFollower(ctx context.Context, cfg FollowConfig) (*Follower, error) {
 	if a.Version == 0 {
 		return nil, fmt.Errorf("%w: %s (deploy one: projhost deploy --name %s --handler H.wasm --activate)", ErrNoActive, cfg.Projection, cfg.Projection)
 	}
-	go f.writeRecords()
 	if err := f.switchTo(ctx, a.Version); err != nil {
 		f.Close(ctx)
 		return nil, err
@@ -128,25 +129,16 @@ func VersionOf(name string) int64 {
 
 // switchTo makes version n current, loading it unless it was before.
 func (f *Follower) switchTo(ctx context.Context, n int64) error {
-	f.mu.Lock()
-	m, ok := f.loaded[n]
-	f.mu.Unlock()
 	v, err := Get(ctx, f.cfg.Registry, f.cfg.Projection, n)
 	if err != nil {
 		return err
 	}
-	if !ok {
-		b, err := f.cfg.Blobs.Get(ctx, v.SHA256)
-		if err != nil {
-			return fmt.Errorf("version %d of %s: %w", n, f.cfg.Projection, err)
-		}
-		if m, err = f.cfg.Runtime.Load(ctx, moduleName(f.cfg.Projection, n), b, f.cfg.ModuleOptions...); err != nil {
-			return fmt.Errorf("version %d of %s: %w", n, f.cfg.Projection, err)
-		}
+	m, err := f.load(ctx, n)
+	if err != nil {
+		return err
 	}
 	f.mu.Lock()
 	from := f.curV
-	f.loaded[n], f.byName[m.Name()] = m, n
 	f.cur, f.curV = m, v
 	f.mu.Unlock()
 	if from.Number != 0 {
@@ -203,45 +195,91 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 }
 
-// Hooks returns the hooks that record each shard's switch in the registry (written in the
-// background, in order, the latest per shard winning).
-func (f *Follower) Hooks() projection.Hooks {
-	return projection.Hooks{Module: func(i projection.ModuleInfo) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		n := f.byName[i.Module]
-		if n == 0 || f.closed {
-			return
-		}
-		r := registry.ShardVersion{Projection: i.Projection, ShardID: i.ShardID, Epoch: i.Epoch, Version: n, Seq: i.Seq, ChangedMs: time.Now().UnixMilli()}
-		select {
-		case f.records <- r:
-		default:
-			f.cfg.Logger.Warn("shard version records queued past 1024: one dropped (status may show an older version)", "shard", i.ShardID)
-		}
-	}}
-}
-
-func (f *Follower) writeRecords() {
-	defer close(f.done)
-	for r := range f.records {
-		for try := 0; ; try++ {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err := f.cfg.Registry.SetShard(ctx, r)
-			cancel()
-			if err == nil || try == 4 {
-				if err != nil {
-					f.cfg.Logger.Warn("recording a shard's handler version failed", "shard", r.ShardID, "version", r.Version, "err", err)
-				}
-				break
-			}
-			time.Sleep(time.Duration(100<<try) * time.Millisecond)
-		}
+// RecordModule implements projection.ModuleRecorder: it records in the registry, before the
+// shard's first commit with it, which version the shard runs since which sequence number
+// (SetShard; `status` shows it, and ModuleAfter reads it back). A module the Follower did not
+// load is not recorded. Errors are the registry's (the core retries them).
+func (f *Follower) RecordModule(ctx context.Context, i projection.ModuleInfo) error {
+	f.mu.Lock()
+	n := f.byName[i.Module]
+	f.mu.Unlock()
+	if n == 0 {
+		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return f.cfg.Registry.SetShard(ctx, registry.ShardVersion{Projection: f.cfg.Projection, ShardID: i.ShardID, Epoch: i.Epoch,
+		Version: n, Seq: i.Seq, ChangedMs: time.Now().UnixMilli()})
 }
 
-// Close writes the queued shard records and closes every loaded version. The shards must no
-// longer run (call it after the runner returned).
+// ModuleAfter implements projection.ModuleRecorder: the version the shard's record says ran
+// the events after seq (its switch point at or before seq), loaded if needed. nil when the
+// shard has no record, the record is past seq, or the version cannot be loaded any more (its
+// bytes gone from the module store: logged; the shard then runs the active version).
+func (f *Follower) ModuleAfter(ctx context.Context, shardID, seq string) (*host.Module, error) {
+	rs, err := f.cfg.Registry.Shards(ctx, f.cfg.Projection)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rs {
+		if r.ShardID != shardID {
+			continue
+		}
+		if event.CompareSeq(r.Seq, seq) > 0 {
+			f.cfg.Logger.Warn("the shard's version record is past its cursor: the interrupted write is handled again with the active version",
+				"projection", f.cfg.Projection, "shard", shardID, "record_seq", r.Seq, "cursor", seq)
+			return nil, nil
+		}
+		m, err := f.load(ctx, r.Version)
+		if err != nil {
+			if ctx.Err() == nil && (errors.Is(err, registry.ErrNoModule) || errors.Is(err, registry.ErrCorrupt) ||
+				errors.Is(err, registry.ErrNoVersion) || errors.Is(err, host.ErrInvalidModule)) {
+				f.cfg.Logger.Error("the version that wrote an interrupted write cannot be loaded: its range is handled again with the active version",
+					"projection", f.cfg.Projection, "shard", shardID, "version", r.Version, "err", err)
+				return nil, nil
+			}
+			return nil, err
+		}
+		return m, nil
+	}
+	return nil, nil
+}
+
+// load returns version n's module, loading (fetching and compiling) it unless it was before.
+func (f *Follower) load(ctx context.Context, n int64) (*host.Module, error) {
+	f.mu.Lock()
+	m, ok := f.loaded[n]
+	f.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	v, err := Get(ctx, f.cfg.Registry, f.cfg.Projection, n)
+	if err != nil {
+		return nil, err
+	}
+	b, err := f.cfg.Blobs.Get(ctx, v.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("version %d of %s: %w", n, f.cfg.Projection, err)
+	}
+	if m, err = f.cfg.Runtime.Load(ctx, moduleName(f.cfg.Projection, n), b, f.cfg.ModuleOptions...); err != nil {
+		return nil, fmt.Errorf("version %d of %s: %w", n, f.cfg.Projection, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		_ = m.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("%w: the follower of %s is closed", ErrConfig, f.cfg.Projection)
+	}
+	if prev, ok := f.loaded[n]; ok { // loaded concurrently
+		_ = m.Close(context.WithoutCancel(ctx))
+		return prev, nil
+	}
+	f.loaded[n], f.byName[m.Name()] = m, n
+	return m, nil
+}
+
+// Close closes every loaded version. The shards must no longer run (call it after the runner
+// returned). Idempotent.
 func (f *Follower) Close(ctx context.Context) error {
 	f.mu.Lock()
 	if f.closed {
@@ -252,11 +290,6 @@ func (f *Follower) Close(ctx context.Context) error {
 	mods := f.loaded
 	f.loaded = nil
 	f.mu.Unlock()
-	close(f.records)
-	select {
-	case <-f.done:
-	case <-time.After(30 * time.Second):
-	}
 	for _, m := range mods {
 		_ = m.Close(ctx)
 	}

@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -145,6 +146,25 @@ func (c *Config) Validate() error {
 // I/O).
 type ModuleProvider interface {
 	Module() *host.Module
+}
+
+// ModuleRecorder is implemented by a ModuleProvider whose modules are versions it records per
+// shard (the module registry's deploy.Follower). The core then makes every module change of a
+// shard durable before the new module's first commit, and a new owner that must handle the range
+// of an interrupted write again (Fenced mode: the read model's high-water mark is past the
+// cursor, Processor.Open) handles it with the module that wrote it, not with the provider's
+// current one, and switches at the next batch boundary after it. So no event is applied by two
+// modules when a shard changes owner while its module changes.
+type ModuleRecorder interface {
+	// RecordModule records that the shard runs i.Module for the events after i.Seq (i.From ""
+	// at a shard's open). The core calls it before the module handles anything, and retries
+	// an error with backoff like a store error (an error wrapping ErrLost ends the shard). A
+	// record of an older epoch than the one stored must be dropped without error (a zombie's).
+	RecordModule(ctx context.Context, i ModuleInfo) error
+	// ModuleAfter returns the module recorded as handling the shard's events after seq (the
+	// cursor): the one that wrote an interrupted write's range. nil when no record tells (the
+	// current module is used). Errors are retried like RecordModule's.
+	ModuleAfter(ctx context.Context, shardID, seq string) (*host.Module, error)
 }
 
 // Fixed returns a ModuleProvider that always gives m.

@@ -213,6 +213,12 @@ func (s *Shard) handle(ctx context.Context, events []event.Event) error {
 				return err
 			}
 			s.replayTo = ""
+			if len(events) > 0 {
+				// The module that wrote the range handled it; the rest is the current one's.
+				if err := s.swapModule(ctx); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	if err := s.handleRange(ctx, events); err != nil {
@@ -237,7 +243,9 @@ func (s *Shard) flushDue() bool {
 }
 
 // swapModule switches to the provider's current module at a batch boundary: what the old
-// module produced is committed first.
+// module produced is committed first. A shard's first module is, while an interrupted write's
+// range is handled again, the one a ModuleRecorder says wrote it. With a ModuleRecorder the
+// change is recorded before the module handles anything.
 func (s *Shard) swapModule(ctx context.Context) error {
 	m := s.p.cfg.Modules.Module()
 	if m == s.mod && s.handler != nil {
@@ -246,18 +254,41 @@ func (s *Shard) swapModule(ctx context.Context) error {
 	if s.handler != nil && s.replayTo != "" {
 		return nil // the range of an interrupted write is handled again by the module that wrote it
 	}
+	rec, _ := s.p.cfg.Modules.(ModuleRecorder)
+	if rec != nil && s.handler == nil && s.replayTo != "" {
+		var wrote *host.Module
+		if err := s.retryStore(ctx, "finding the module of an interrupted write", func() (err error) {
+			wrote, err = rec.ModuleAfter(ctx, s.info.ShardID, s.committed)
+			return lostOr(err)
+		}); err != nil {
+			return err
+		}
+		if wrote != nil && wrote != m {
+			s.log.Info("handling an interrupted write's range again with the module that wrote it", "module", wrote.Name(),
+				"current", m.Name(), "cursor", s.committed, "replay_to", s.replayTo)
+			m = wrote
+		}
+	}
 	from := ""
 	if s.handler != nil {
 		if err := s.flush(ctx); err != nil {
 			return err
 		}
-		_ = s.handler.Close(context.WithoutCancel(ctx))
 		from = s.mod.Name()
+	}
+	info := ModuleInfo{ShardInfo: s.info, Module: m.Name(), From: from, Seq: s.pend.seq}
+	if rec != nil {
+		if err := s.retryStore(ctx, "recording the shard's handler module", func() error { return lostOr(rec.RecordModule(ctx, info)) }); err != nil {
+			return err
+		}
+	}
+	if s.handler != nil {
+		_ = s.handler.Close(context.WithoutCancel(ctx))
 		s.log.Info("handler module changed", "module", m.Name(), "from", from, "after", s.pend.seq)
 	}
 	s.mod, s.handler, s.logDropped = m, m.NewHandler(s.info.ShardID), 0
 	if h := s.p.cfg.Hooks.Module; h != nil {
-		h(ModuleInfo{ShardInfo: s.info, Module: m.Name(), From: from, Seq: s.pend.seq})
+		h(info)
 	}
 	return nil
 }

@@ -180,9 +180,6 @@ are probed at most once a second), and no dead-letter replay pending.`,
 		c.Hooks = projection.Chain(c.Hooks, projection.Hooks{Lag: lags.record})
 		c.Source, c.Stores, c.Modules = src.Source, st.Stores, modules
 		c.ModuleID = moduleID
-		if follower != nil {
-			c.Hooks = projection.Chain(c.Hooks, follower.Hooks())
-		}
 		r, err := container.New(c)
 		if err != nil {
 			return err
