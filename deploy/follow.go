@@ -22,8 +22,10 @@ const DefaultPoll = time.Second
 
 // ModuleIdentity is the lease module identity (container.Config.ModuleID) of workers that run
 // a projection's active version through a Follower: they all run the same version, switching
-// within a poll of each other, so none of them is foreign to another (a worker started with a
-// fixed module of its own is, and waits for them to stop).
+// within a poll of each other, so none of them is foreign to another (a library worker running a
+// fixed module of its own, container.Config.ModuleID, is, and waits for them to stop). Every
+// `projhost run` worker is a follower: with --handler it makes that file the active version
+// first (Deployer.Ensure).
 const ModuleIdentity = "registry"
 
 // FollowConfig configures a Follower.

@@ -301,7 +301,9 @@ func (d *driver) startWorker(c, id, stream, app, dynamo string, untilCaughtUp bo
 		}
 		args := []string{"run", "--source", "kinesis", "--stream", stream, "--kinesis-endpoint", d.kinesisURL,
 			"--store", "dynamodb", "--dynamodb-endpoint", dynamo, "--table-prefix", app + "-",
-			"--name", "kbench", "--handler", handler, "--trace", w.out, "--worker-id", id}
+			"--name", "kbench", "--handler", handler, "--trace", w.out, "--worker-id", id,
+			// run --handler deploys the handler to the registry first: its bytes go here.
+			"--module-store", filepath.Join(d.work, "modules")}
 		if untilCaughtUp {
 			args = append(args, "--until-caught-up")
 		}

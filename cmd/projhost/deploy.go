@@ -47,8 +47,9 @@ func (f *moduleFlags) register(cmd *cobra.Command) {
 func (f *moduleFlags) isS3() bool { return strings.HasPrefix(f.store, "s3:") }
 
 // check validates the module store flags with the store flags sf of the same command; need says
-// the command uses the module store (run --handler does not: then none is required). Errors
-// name the flag and what to do.
+// the command uses the module store (every verb that takes them does: deploy, handlers
+// activate|rollback, and run, which runs the registry's active version and with --handler
+// deploys that file first). Errors name the flag and what to do.
 func (f *moduleFlags) check(sf *storeFlags, need bool) error {
 	if f.isS3() {
 		if _, _, err := s3blobs.ParseURL(f.store); err != nil {
@@ -63,7 +64,7 @@ func (f *moduleFlags) check(sf *storeFlags, need bool) error {
 		}
 	}
 	if need && f.store == "" && !sf.embedded() {
-		return fmt.Errorf("--store %s needs --module-store DIR or s3://BUCKET[/PREFIX] (where uploaded modules are kept)", sf.store)
+		return fmt.Errorf("--store %s needs --module-store DIR or s3://BUCKET[/PREFIX] (where handler modules are kept): add --module-store DIR|s3://BUCKET", sf.store)
 	}
 	return nil
 }

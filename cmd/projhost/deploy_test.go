@@ -118,6 +118,12 @@ func TestDeployVerbs(t *testing.T) {
 				r := cli(t, nil, binPath, "deploy", "--name", "p", "--handler", fd, "--store", "dynamodb", "--dynamodb-endpoint", dynamotest.Endpoint(t), "--data", dir)
 				require.Error(t, r.err)
 				require.Contains(t, r.stderr, "needs --module-store DIR or s3://BUCKET[/PREFIX]")
+				// run --handler deploys the file first: it needs the module store too, and says so in one line.
+				r = cli(t, nil, binPath, "run", "--name", "p", "--handler", fd, "--store", "dynamodb", "--dynamodb-endpoint", dynamotest.Endpoint(t), "--data", dir)
+				require.Error(t, r.err)
+				msg := strings.TrimSpace(r.stderr)
+				require.NotContains(t, msg, "\n")
+				require.Contains(t, msg, "add --module-store DIR|s3://BUCKET")
 			}
 		})
 	}

@@ -19,7 +19,7 @@ func TestDynamoMissingTables(t *testing.T) {
 	for _, args := range [][]string{
 		{"status"},
 		{"query", "--name", "f", "--collection", "c"},
-		{"run", "--name", "f", "--handler", "testdata/ctlbytes.wasm", "--until-caught-up"},
+		{"run", "--name", "f", "--handler", "testdata/ctlbytes.wasm", "--until-caught-up", "--module-store", t.TempDir()},
 	} {
 		r := cli(t, nil, binPath, append(args, store...)...)
 		require.Error(t, r.err, args)

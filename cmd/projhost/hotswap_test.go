@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -14,13 +13,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/internal/dynamotest"
+	"github.com/projhost/projhost/internal/e2esuite"
 	"github.com/projhost/projhost/internal/flightcheck"
 	"github.com/projhost/projhost/internal/s3test"
 	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/projection"
-	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/source"
 	"github.com/projhost/projhost/source/journal"
 	"github.com/projhost/projhost/store"
@@ -194,22 +192,12 @@ func testHotSwap(t *testing.T, backend string) {
 		require.NoError(t, w.Wait(), "worker w%d: %s", i+1, tail(stderrs[i].String(), 20))
 	}
 
-	// Which version handled each event: per shard, the module records in time order say
-	// that the events after Seq were handled by Module.
-	type period struct {
-		after  string
-		module string
-	}
-	periods := map[string][]period{}
-	for _, r := range records() {
-		if r.Event == "module" {
-			periods[r.Shard] = append(periods[r.Shard], period{r.Seq, r.Module})
-		}
-	}
+	// Which version handled each event: the switch points of the workers' traces.
+	periods := e2esuite.Switches(records())
 	j, err := journal.Open(dir)
 	require.NoError(t, err)
 	defer j.Close()
-	var countEvents, fdEvents []flightcheck.Flight
+	events := map[string][]source.Event{}
 	for _, s := range shards {
 		r, err := j.Open(context.Background(), s, "")
 		require.NoError(t, err)
@@ -219,29 +207,11 @@ func testHotSwap(t *testing.T, backend string) {
 				break
 			}
 			require.NoError(t, err)
-			for _, ev := range b.Events {
-				mod := ""
-				for _, p := range periods[s] {
-					if event.CompareSeq(ev.Seq, p.after) > 0 {
-						mod = p.module
-					}
-				}
-				var f flightcheck.Flight
-				require.NoError(t, json.Unmarshal(ev.Data, &f))
-				switch mod {
-				case "p v1":
-					countEvents = append(countEvents, f)
-				case "p v2":
-					fdEvents = append(fdEvents, f)
-				default:
-					t.Fatalf("event %s/%s handled by no recorded version (periods %+v)", s, ev.Seq, periods[s])
-				}
-			}
+			events[s] = append(events[s], b.Events...)
 		}
 		r.Close()
 	}
-	require.Equal(t, len(fs), len(countEvents)+len(fdEvents))
-	require.NotEmpty(t, fdEvents)
+	by := e2esuite.ByModule(t, periods, events)
 	stores, err := openStores()
 	require.NoError(t, err)
 	if stores.Close != nil {
@@ -249,32 +219,18 @@ func testHotSwap(t *testing.T, backend string) {
 	}
 	docs, err := stores.ReadModel.Scan(context.Background(), "p", "")
 	require.NoError(t, err)
-	var fd []readmodel.Doc
-	counts := map[string]int64{}
-	for _, d := range docs {
-		if d.Collection == "counts" {
-			var c struct{ Count int64 }
-			require.NoError(t, json.Unmarshal(d.Doc, &c))
-			counts[d.Key] = c.Count
-			continue
-		}
-		fd = append(fd, d)
-	}
-	want := map[string]int64{}
-	for _, f := range countEvents {
-		want[f.Origin]++
-	}
-	require.Equal(t, want, counts, "count documents: the events of the count periods, each once")
-	flightcheck.Check(t, fdEvents, fd)
+	nCount, nFD := e2esuite.CheckCountThenFlightDelays(t, by, "p v1", "p v2", docs, false)
+	require.Equal(t, len(fs), nCount+nFD)
+	require.NotZero(t, nFD)
 	vs, err := stores.Registry.Shards(context.Background(), "p")
 	require.NoError(t, err)
 	require.Len(t, vs, 4)
 	for _, v := range vs {
 		last := periods[v.ShardID][len(periods[v.ShardID])-1]
 		require.Equal(t, int64(1), v.Version, v.ShardID)
-		require.Equal(t, last.after, v.Seq, "%s: the registry's switch point is the trace's", v.ShardID)
+		require.Equal(t, last.After, v.Seq, "%s: the registry's switch point is the trace's", v.ShardID)
 	}
-	t.Logf("%d events handled by count, %d by flightdelays; switches: %v", len(countEvents), len(fdEvents), periods)
+	t.Logf("%d events handled by count, %d by flightdelays; switches: %v", nCount, nFD, periods)
 }
 
 func later(a, b time.Time) time.Time {

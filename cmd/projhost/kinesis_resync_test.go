@@ -64,7 +64,8 @@ func TestKinesisUpdateShardCountDynamo(t *testing.T) {
 	traces := []string{filepath.Join(dir, "w1.trace"), filepath.Join(dir, "w2.trace")}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	workers, stderrs := startWorkers(t, ctx, traces, append(append([]string{"--name", "f", "--handler", handler}, store...), src...)...)
+	workers, stderrs := startWorkers(t, ctx, traces, append(append([]string{"--name", "f", "--handler", handler,
+		"--module-store", filepath.Join(dir, "modules")}, store...), src...)...)
 	stopped := false
 	defer func() {
 		if !stopped {

@@ -115,7 +115,8 @@ func TestKinesisTwoWorkersDynamo(t *testing.T) {
 	traces := []string{filepath.Join(dir, "w1.trace"), filepath.Join(dir, "w2.trace")}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	workers, stderrs := startWorkers(t, ctx, traces, append(append([]string{"--name", "f", "--handler", handler, "--until-caught-up"}, store...), src...)...)
+	workers, stderrs := startWorkers(t, ctx, traces, append(append([]string{"--name", "f", "--handler", handler, "--until-caught-up",
+		"--module-store", filepath.Join(dir, "modules")}, store...), src...)...)
 	for i, w := range workers {
 		require.NoError(t, w.Wait(), "worker %d:\n%s", i+1, stderrs[i])
 	}

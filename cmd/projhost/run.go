@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/projhost/projhost/deploy"
 	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/projection"
+	"github.com/projhost/projhost/registry"
 	"github.com/projhost/projhost/shardmap"
 	"github.com/projhost/projhost/source"
 	"github.com/projhost/projhost/source/journal"
@@ -44,18 +47,23 @@ worker of the same projection on the same store), projects each owned shard's ev
 handler into the read model, and saves cursors in batches. SIGINT/SIGTERM finish the current batch,
 save cursors, release leases and exit 0.
 
-Without --handler the worker runs the projection's active version from the module registry
-(projhost deploy --activate; the same store flags, and --module-store) and follows it: when
-the active version changes (deploy --activate, handlers activate, handlers rollback) every shard
-switches to it at its next batch boundary, within about a second, after committing what the old
-version produced; no restart. Such workers share a projection with each other whatever version
-each runs for that second.
+The worker runs the projection's active version from the module registry and follows it: when
+the active version changes (deploy --activate, handlers activate, handlers rollback, or another
+worker started with --handler) every shard switches to it at its next batch boundary, within
+about a second, after committing what the old version produced; no restart. All workers of a
+projection share its shards whatever version each runs for that second. The registry is in the
+store (the same store flags as deploy); the module bytes are in the module store (--module-store;
+by default the modules directory in --data with the embedded store, required with --store
+dynamodb).
 
-With --handler the worker runs that file and nothing else. Every such worker of one --name must
-run the same handler: each lease records its owner's module (sha256 of the --handler file). A worker whose module differs from a live worker's takes no lease
-and exits 1 (within about one --lease-duration), naming both modules and that worker. To deploy a
-new handler, stop every worker (gracefully: the new one then starts at once; after a crash, once
-the old leases expire) and start them with it, or run it under another --name.
+Without --handler the projection needs an active version (projhost deploy --activate). With
+--handler H.wasm the worker first makes that file the active version: when the active version
+already holds the same bytes (SHA-256) nothing changes; when a stored version does, it is
+activated; otherwise the file is deployed as a new version and activated, validated as deploy
+validates it (size, ABI and imports, memory under --memory-limit, compilation) but without
+deploy's smoke run: the worker's --on-error policy meets a failing event. A module that fails is
+refused and nothing is stored. Workers already running the projection then switch to it, as
+after deploy --activate; to run two handlers side by side, use two --names.
 
 --source kinesis reads a Kinesis Data Streams stream (--stream NAME|ARN) instead of the local
 journal: shards from ListShards, re-listed every --shard-sync (a child shard starts once every
@@ -73,7 +81,7 @@ are probed at most once a second), and no dead-letter replay pending.`,
 			if err := srcf.check(cmd, &sf); err != nil {
 				return err
 			}
-			if err := mf.check(&sf, handler == ""); err != nil {
+			if err := mf.check(&sf, true); err != nil {
 				return err
 			}
 			if deadline < 0 || deadline > 0 && deadline < time.Millisecond {
@@ -125,6 +133,20 @@ are probed at most once a second), and no dead-letter replay pending.`,
 			return err
 		}
 		defer st.Close()
+		if workerID == "" {
+			hn, _ := os.Hostname()
+			workerID = fmt.Sprintf("%s-%d", hn, os.Getpid())
+		}
+		c := cfg
+		c.Projection, c.WorkerID, c.Logger = name, workerID, logger
+		c.Source, c.Stores = src.Source, st.Stores
+		// The runner's configuration is checked before --handler is made the active version: a
+		// bad flag deploys nothing.
+		check := c
+		check.Modules = projection.Fixed(nil)
+		if err := check.Validate(); err != nil {
+			return err
+		}
 		rt, err := host.NewRuntime(ctx, host.WithLogger(logger), host.WithMemoryLimitPages(memPages))
 		if err != nil {
 			return err
@@ -134,40 +156,27 @@ are probed at most once a second), and no dead-letter replay pending.`,
 		if deadline > 0 {
 			mopts = append(mopts, host.WithBatchDeadline(deadline))
 		}
-		var modules projection.ModuleProvider
-		var follower *deploy.Follower
-		var moduleID string
+		reg, err := registryOf(st)
+		if err != nil {
+			return err
+		}
+		blobs, err := mf.blobs(ctx, &sf, handler != "")
+		if err != nil {
+			return err
+		}
 		if handler != "" {
-			mod, err := rt.Load(ctx, name, wasm, mopts...)
-			if err != nil {
+			if err := ensureHandler(ctx, logger, reg, blobs, rt, name, handler, wasm); err != nil {
 				return err
 			}
-			modules, moduleID = projection.Fixed(mod), container.ModuleID(wasm)
-		} else {
-			reg, err := registryOf(st)
-			if err != nil {
-				return err
-			}
-			blobs, err := mf.blobs(ctx, &sf, false)
-			if err != nil {
-				return err
-			}
-			follower, err = deploy.NewFollower(ctx, deploy.FollowConfig{Registry: reg, Blobs: blobs, Runtime: rt, Projection: name,
-				ModuleOptions: mopts, Logger: logger})
-			if err != nil {
-				return fmt.Errorf("running the active version of %s: %w", name, err)
-			}
-			defer follower.Close(context.Background())
-			logger.Info("running the active handler version", "projection", name, "version", follower.Version().Number,
-				"sha256", follower.Version().SHA256)
-			modules, moduleID = follower, deploy.ModuleIdentity
 		}
-		if workerID == "" {
-			hn, _ := os.Hostname()
-			workerID = fmt.Sprintf("%s-%d", hn, os.Getpid())
+		follower, err := deploy.NewFollower(ctx, deploy.FollowConfig{Registry: reg, Blobs: blobs, Runtime: rt, Projection: name,
+			ModuleOptions: mopts, Logger: logger})
+		if err != nil {
+			return fmt.Errorf("running the active version of %s: %w", name, err)
 		}
-		c := cfg
-		c.Projection, c.WorkerID, c.Logger = name, workerID, logger
+		defer follower.Close(context.Background())
+		logger.Info("running the active handler version", "projection", name, "version", follower.Version().Number,
+			"sha256", follower.Version().SHA256)
 		if trace != "" {
 			f, err := os.OpenFile(trace, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 			if err != nil {
@@ -178,18 +187,16 @@ are probed at most once a second), and no dead-letter replay pending.`,
 		}
 		lags := &lagTracker{}
 		c.Hooks = projection.Chain(c.Hooks, projection.Hooks{Lag: lags.record})
-		c.Source, c.Stores, c.Modules = src.Source, st.Stores, modules
-		c.ModuleID = moduleID
+		c.Modules = follower
+		c.ModuleID = deploy.ModuleIdentity
 		r, err := container.New(c)
 		if err != nil {
 			return err
 		}
-		if follower != nil {
-			fctx, cancel := context.WithCancel(ctx)
-			fdone := make(chan struct{})
-			go func() { defer close(fdone); follower.Run(fctx) }()
-			defer func() { cancel(); <-fdone }()
-		}
+		fctx, cancel := context.WithCancel(ctx)
+		fdone := make(chan struct{})
+		go func() { defer close(fdone); follower.Run(fctx) }()
+		defer func() { cancel(); <-fdone }()
 		var progressDone chan struct{}
 		if term.IsTerminal(int(os.Stderr.Fd())) {
 			progressDone = make(chan struct{})
@@ -212,7 +219,7 @@ are probed at most once a second), and no dead-letter replay pending.`,
 	mf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&name, "name", "", "projection name (workers with the same name share its shards)")
-	f.StringVar(&handler, "handler", "", "handler module to run (.wasm, projhost ABI v1); default: the projection's active version in the module registry, followed as it changes")
+	f.StringVar(&handler, "handler", "", "handler module (.wasm, projhost ABI v1) to make the projection's active version (deployed as a new version unless one holds the same bytes) before running it; default: the active version as it is. Either way the worker follows the active version as it changes")
 	f.BoolVar(&cfg.UntilCaughtUp, "until-caught-up", false, "exit 0 once every shard is caught up: its cursor at the journal's end, or, with --source kinesis, read to the tip (MillisBehindLatest 0) and closed shards finished")
 	f.IntVar(&cfg.BatchSize, "batch-size", container.DefaultBatchSize, "max events per handler call")
 	f.DurationVar(&cfg.BatchWait, "batch-wait", container.DefaultBatchWait, "max wait for a batch to fill (an idle shard is then read less often: this, doubling, up to once a second)")
@@ -234,6 +241,56 @@ are probed at most once a second), and no dead-letter replay pending.`,
 // maxRunModule bounds a --handler file: 1 GiB, far above any handler (a standard Go build is
 // about 3 MB), so that a mistaken path (a device, a huge file) is refused before it is read.
 const maxRunModule = 1 << 30
+
+// ensureHandler makes the --handler file (wasm, read from path) projection name's active
+// version with deploy.Ensure before the worker starts following the registry: the active
+// version already holding those bytes is run as it is, a stored version holding them is
+// activated, and otherwise the file is deployed as a new version and activated (validated as
+// `deploy` validates: size, loader checks under --memory-limit, compilation; a module that
+// fails is refused with one line and nothing is stored). A running worker of the projection
+// then switches to it at its next batch boundary, as after `deploy --activate`.
+//
+// No smoke run: run --handler is the quick start (`make demo`), and the worker is about to run
+// the module over the real events under its --on-error policy, which is what a smoke run
+// tries beforehand on each shard's latest events; such a run would delay every start by a pass
+// over every shard's tail, and a module failing on an event would be refused instead of
+// meeting the error policy the user chose (dead letters, stop). `projhost deploy` keeps it.
+// The version's note says where it came from.
+//
+// Another deploy, activate or rollback in between (workers started at once) is tried once
+// more (deploy.Ensure: the same module is then found active; with another module the last
+// worker to start wins); a second conflict is an error naming what to do.
+func ensureHandler(ctx context.Context, logger *slog.Logger, reg registry.Store, blobs registry.Blobs, rt *host.Runtime, name, path string, wasm []byte) error {
+	d, err := deploy.New(deploy.Config{Registry: reg, Blobs: blobs, Runtime: rt, MaxModuleSize: maxRunModule, SmokeEvents: -1})
+	if err != nil {
+		return err
+	}
+	note := "projhost run --handler " + filepath.Base(path)
+	if len(note) > registry.MaxNoteBytes {
+		note = note[:registry.MaxNoteBytes]
+	}
+	got, err := d.Ensure(ctx, name, wasm, note)
+	switch {
+	case errors.Is(err, registry.ErrConflict):
+		return fmt.Errorf("handler %s: the active version of %s kept changing while this worker made it active (another deploy, activate or rollback): %w; start the worker again", path, name, err)
+	case errors.Is(err, host.ErrInvalidModule) || errors.Is(err, deploy.ErrTooLarge):
+		return fmt.Errorf("handler %s refused, nothing stored: %w", path, err)
+	case err != nil:
+		return fmt.Errorf("handler %s: %w", path, err)
+	}
+	v := got.Version
+	switch got.Outcome {
+	case deploy.AlreadyActive:
+		logger.Info("the handler is the active version already", "projection", name, "handler", path, "version", v.Number)
+	case deploy.ActivatedStored:
+		logger.Info("activated the stored version holding the handler", "projection", name, "handler", path, "version", v.Number,
+			"was", versionName(got.Previous))
+	case deploy.Deployed:
+		logger.Info("deployed the handler as a new version and activated it", "projection", name, "handler", path, "version", v.Number,
+			"was", versionName(got.Previous), "sha256", v.SHA256, "compiled_in", got.Deploy.Compile.Round(time.Millisecond))
+	}
+	return nil
+}
 
 // progress prints events/s and lag once a second on a terminal: in events from the journal's
 // heads (hd), else the largest MillisBehindLatest of the owned shards (lags).

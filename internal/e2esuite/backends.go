@@ -28,16 +28,19 @@ import (
 // Embedded is the embedded SQLite store in the journal's data directory (--store sqlite).
 func Embedded() Backend {
 	return Backend{
-		Name:      "embedded",
-		Features:  Features{ClockSkew: true},
-		InDataDir: true,
-		NewStore:  func(t *testing.T, dir string, _ func(args ...string) string) Store { return &embedded{dir: dir} },
+		Name:          "embedded",
+		Features:      Features{ClockSkew: true},
+		InDataDir:     true,
+		AtomicCommits: true,
+		NewStore:      func(t *testing.T, dir string, _ func(args ...string) string) Store { return &embedded{dir: dir} },
 	}
 }
 
 type embedded struct{ dir string }
 
 func (s *embedded) Flags() []string { return []string{"--store", "sqlite"} }
+
+func (s *embedded) ModuleFlags() []string { return nil }
 
 func (s *embedded) Open(t *testing.T) *store.Stores {
 	t.Helper()
@@ -120,13 +123,14 @@ func DynamoDB(endpoint string) Backend {
 					t.Logf("deleting tables %s*: %v", prefix, err)
 				}
 			})
-			return &dynamoStore{endpoint: endpoint, prefix: prefix, names: names, client: c}
+			return &dynamoStore{endpoint: endpoint, prefix: prefix, names: names, client: c, modules: t.TempDir()}
 		},
 	}
 }
 
 type dynamoStore struct {
 	endpoint, prefix string
+	modules          string // --module-store: a directory of the case's
 	names            dynamotables.Names
 	client           *dynamodb.Client
 }
@@ -136,6 +140,8 @@ func (s *dynamoStore) Flags() []string { return s.FlagsVia(strings.TrimPrefix(s.
 func (s *dynamoStore) FlagsVia(addr string) []string {
 	return []string{"--store", "dynamodb", "--dynamodb-endpoint", "http://" + addr, "--table-prefix", s.prefix}
 }
+
+func (s *dynamoStore) ModuleFlags() []string { return []string{"--module-store", s.modules} }
 
 func (s *dynamoStore) Target() string { return strings.TrimPrefix(s.endpoint, "http://") }
 

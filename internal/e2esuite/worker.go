@@ -99,6 +99,7 @@ func (e *Env) Start(id string, spec Spec) *Worker {
 	args := append([]string{"run", "--worker-id", id, "--name", Projection, "--handler", hp,
 		"--trace", w.Trace}, e.stream.flags()...)
 	args = append(args, st...)
+	args = append(args, e.Store.ModuleFlags()...)
 	args = append(args, spec.Flags...)
 	argv := append(slices.Clone(spec.Wrapper), e.bin)
 	argv = append(argv, args...)

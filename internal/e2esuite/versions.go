@@ -1,0 +1,138 @@
+package e2esuite
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/projhost/projhost/event"
+	"github.com/projhost/projhost/internal/flightcheck"
+	"github.com/projhost/projhost/projection"
+	"github.com/projhost/projhost/readmodel"
+	"github.com/projhost/projhost/source"
+)
+
+// Switch is a shard's switch point from a trace's module record: the events after After were
+// handled by Module (recorded when a worker opens the shard and when the shard switches to
+// another version at a batch boundary).
+type Switch struct {
+	After  string
+	Module string
+	At     time.Time // when it was recorded
+}
+
+// Switches returns each shard's switch points, in the order of rs (the workers' trace records
+// merged in time order).
+func Switches(rs []projection.TraceRecord) map[string][]Switch {
+	out := map[string][]Switch{}
+	for _, r := range rs {
+		if r.Event == "module" {
+			out[r.Shard] = append(out[r.Shard], Switch{r.Seq, r.Module, r.Time})
+		}
+	}
+	return out
+}
+
+// ByModule returns the flights of events (each shard's, in stream order) by the module that
+// handled them: the module of the shard's last switch point (in time order) before the event.
+// It fails t for an event no switch point covers.
+func ByModule(t testing.TB, sw map[string][]Switch, events map[string][]source.Event) map[string][]flightcheck.Flight {
+	t.Helper()
+	out := map[string][]flightcheck.Flight{}
+	for shard, evs := range events {
+		for _, ev := range evs {
+			mod := ""
+			for _, s := range sw[shard] {
+				if event.CompareSeq(ev.Seq, s.After) > 0 {
+					mod = s.Module
+				}
+			}
+			if mod == "" {
+				t.Fatalf("event %s/%s handled by no recorded version (switch points %+v)", shard, ev.Seq, sw[shard])
+			}
+			var f flightcheck.Flight
+			if err := json.Unmarshal(ev.Data, &f); err != nil {
+				t.Fatalf("event %s/%s: %v", shard, ev.Seq, err)
+			}
+			out[mod] = append(out[mod], f)
+		}
+	}
+	return out
+}
+
+// CheckCountThenFlightDelays checks a read model written in turns by the count handler (module
+// count: collection "counts", {"count":N} per origin) and flightdelays (module fd), given the
+// flights each handled (ByModule): the counts documents count count's flights, each once, and
+// the airports and routes documents equal flightcheck's computation over fd's flights.
+//
+// With atLeast (a store without atomic commits) a version's documents may also hold events it
+// handled before a switch point: a new owner replays a write the old owner left half done (its
+// documents written, its cursor fenced) with the version active then (see cmd/projhost's
+// TestHotSwap). Then no event may be missing: each count, and each airport's and route's
+// flights, is at least the count of the period's events; the surplus is logged. It returns how
+// many flights each version handled.
+func CheckCountThenFlightDelays(t testing.TB, by map[string][]flightcheck.Flight, count, fd string, docs []readmodel.Doc, atLeast bool) (int, int) {
+	t.Helper()
+	var fdDocs []readmodel.Doc
+	got := map[string]map[string]int64{}
+	for _, d := range docs {
+		if d.Collection != "counts" {
+			fdDocs = append(fdDocs, d)
+			continue
+		}
+		var c struct{ Count int64 }
+		if err := json.Unmarshal(d.Doc, &c); err != nil {
+			t.Fatalf("counts/%s: %v", d.Key, err)
+		}
+		got["counts/"+d.Key] = map[string]int64{"flights": c.Count}
+	}
+	want := map[string]map[string]int64{}
+	for _, f := range by[count] {
+		k := "counts/" + f.Origin
+		if want[k] == nil {
+			want[k] = map[string]int64{"flights": 0}
+		}
+		want[k]["flights"]++
+	}
+	if !atLeast {
+		if d := flightcheck.Diff(want, got, 10); len(d) > 0 {
+			t.Errorf("counts documents: not the events of the count periods, each once:\n%s", strings.Join(d, "\n"))
+		}
+		flightcheck.Check(t, by[fd], fdDocs)
+		return len(by[count]), len(by[fd])
+	}
+	fdGot, err := flightcheck.Decode(fdDocs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps.Copy(got, fdGot)
+	maps.Copy(want, flightcheck.Expected(by[fd]))
+	surplus := int64(0)
+	for k, w := range want {
+		switch g, ok := got[k]; {
+		case !ok:
+			t.Errorf("%s missing; want %d flights", k, w["flights"])
+		case g["flights"] < w["flights"]:
+			t.Errorf("%s counts %d flights; want at least %d, the events of its version's periods", k, g["flights"], w["flights"])
+		case !strings.HasPrefix(k, "routes/"): // an event is in one counts or airports document
+			surplus += g["flights"] - w["flights"]
+		}
+	}
+	t.Logf("the documents count %d flights more than their versions' periods hold (replayed by a new owner with the new version)", surplus)
+	return len(by[count]), len(by[fd])
+}
+
+// switchesOf returns each shard's switch points from the traces of ws so far, merged in time
+// order (the workers run on one machine).
+func switchesOf(t *testing.T, ws ...*Worker) map[string][]Switch {
+	t.Helper()
+	var rs []projection.TraceRecord
+	for _, w := range ws {
+		rs = append(rs, Where(w.Records(t), Is("module"))...)
+	}
+	slices.SortStableFunc(rs, func(a, b projection.TraceRecord) int { return a.Time.Compare(b.Time) })
+	return Switches(rs)
+}
