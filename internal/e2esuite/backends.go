@@ -28,11 +28,10 @@ import (
 // Embedded is the embedded SQLite store in the journal's data directory (--store sqlite).
 func Embedded() Backend {
 	return Backend{
-		Name:          "embedded",
-		Features:      Features{ClockSkew: true},
-		InDataDir:     true,
-		AtomicCommits: true,
-		NewStore:      func(t *testing.T, dir string, _ func(args ...string) string) Store { return &embedded{dir: dir} },
+		Name:      "embedded",
+		Features:  Features{ClockSkew: true},
+		InDataDir: true,
+		NewStore:  func(t *testing.T, dir string, _ func(args ...string) string) Store { return &embedded{dir: dir} },
 	}
 }
 

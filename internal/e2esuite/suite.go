@@ -70,10 +70,6 @@ type Backend struct {
 	// InDataDir: the store lives in the case's data directory (--data), as the embedded one
 	// does; the commands need --data whatever the stream.
 	InDataDir bool
-	// AtomicCommits: a shard's read-model writes and its cursor are committed in one
-	// transaction, so a new owner never replays a write the old owner left half done (the
-	// embedded store; DynamoDB replays it, with the version active then).
-	AtomicCommits bool
 	// NewStore makes a fresh, empty store for one case whose journal (and embedded store) lives
 	// in dir; it is removed when t ends. projhost runs a projhost command (failing t on error)
 	// and returns its stdout.
