@@ -72,7 +72,7 @@ func TestKinesisUpdateShardCountDynamo(t *testing.T) {
 			for _, w := range workers {
 				w.Process.Kill()
 				w.Wait() // its stderr is complete (and no longer written) once Wait returns
-			w.Wait() // its stderr is complete (and no longer written) once Wait returns
+				w.Wait() // its stderr is complete (and no longer written) once Wait returns
 				w.Wait()
 			}
 		}
