@@ -71,8 +71,6 @@ func TestKinesisUpdateShardCountDynamo(t *testing.T) {
 		if !stopped {
 			for _, w := range workers {
 				w.Process.Kill()
-				w.Wait() // its stderr is complete (and no longer written) once Wait returns
-				w.Wait() // its stderr is complete (and no longer written) once Wait returns
 				w.Wait()
 			}
 		}
