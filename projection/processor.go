@@ -192,7 +192,11 @@ func (s *Shard) handle(ctx context.Context, events []event.Event) error {
 		return fmt.Errorf("%w: shard %s: %s", ErrStopped, s.info.ShardID, s.stopped)
 	}
 	events = s.skipHandled(events)
-	if len(events) > 0 {
+	// A shard switches module at a batch boundary; an idle one that runs a module already
+	// switches at an empty batch too, so that every owned shard runs the provider's module
+	// within one read of a change (a shard that never handled anything gets its first handler
+	// with its first events).
+	if len(events) > 0 || s.handler != nil {
 		if err := s.swapModule(ctx); err != nil {
 			return err
 		}

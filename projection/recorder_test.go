@@ -166,3 +166,33 @@ func TestInterruptedWriteReplayedByItsModule(t *testing.T) {
 		})
 	}
 }
+
+// An idle shard that runs a module switches at its next empty batch (what `status` shows
+// then); one that never handled anything gets no handler from an empty batch.
+func TestIdleShardSwitchesAtAnEmptyBatch(t *testing.T) {
+	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))[:100]
+	count, fd := load(t, testwasm.CountAS), load(t, testwasm.FlightDelaysAS)
+	ctx := context.Background()
+	st := storetest.Backends()[0].Open(t)
+	mods := newSwap(count)
+	var mu sync.Mutex
+	var switches []projection.ModuleInfo
+	p := newProc(t, st, mods, func(c *projection.Config) {
+		c.Hooks = projection.Hooks{Module: func(i projection.ModuleInfo) { mu.Lock(); switches = append(switches, i); mu.Unlock() }}
+	})
+	idle, err := p.Open(ctx, "other", 1, projection.ShardOptions{})
+	require.NoError(t, err)
+	require.NoError(t, idle.Handle(ctx, nil))
+	sh, err := p.Open(ctx, shard, 1, projection.ShardOptions{})
+	require.NoError(t, err)
+	push(t, sh, events(fs), 50)
+	mods.m.Store(fd)
+	require.NoError(t, sh.Handle(ctx, nil))
+	require.NoError(t, idle.Handle(ctx, nil))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []projection.ModuleInfo{
+		{ShardInfo: projection.ShardInfo{Projection: "flights", ShardID: shard, Epoch: 1}, Module: count.Name(), Seq: ""},
+		{ShardInfo: projection.ShardInfo{Projection: "flights", ShardID: shard, Epoch: 1}, Module: fd.Name(), From: count.Name(), Seq: "100"},
+	}, switches)
+}
