@@ -60,8 +60,8 @@ type Config struct {
 	// Runtime loads (validates and compiles) the module: its memory limit and compilation
 	// cache are the ones the workers use. Required.
 	Runtime *host.Runtime
-	// Source gives the smoke run its events when it is a source.Tailer (the local journal);
-	// nil, or a source that is not: no smoke run (Result.Smoke.Skipped says why).
+	// Source gives the smoke run its events when it is a source.Tailer (the local journal,
+	// Kinesis); nil, or a source that is not: no smoke run (Result.Smoke.Skipped says why).
 	Source source.Source
 	// MaxModuleSize is the largest module accepted, in bytes; default
 	// registry.DefaultMaxModuleSize (64 MiB).

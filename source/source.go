@@ -91,8 +91,10 @@ type Header interface {
 	Head(ctx context.Context, shardID string) (string, error)
 }
 
-// Tailer is implemented by sources that can give a shard's latest events cheaply (the local
-// journal). A deploy's smoke run handles them (package deploy).
+// Tailer is implemented by sources that can give a shard's latest events: the local journal
+// (cheaply, from its head) and Kinesis (by reading back from the tip in widening windows, at
+// most a bounded number of GetRecords; see source/kinesis Tail). A deploy's smoke run handles
+// them (package deploy).
 type Tailer interface {
 	// Tail returns the last n events of the shard (fewer when it holds fewer), oldest first.
 	// Errors: ErrUnknownShard.

@@ -116,9 +116,11 @@ projection --name: the module store keeps its bytes by SHA-256, the projection's
 embedded store or DynamoDB, the same store flags as run) its version number, size, ABI version,
 upload time and --note. Nothing is stored unless every check passes: the size (--max-module-size),
 the loader's checks (ABI marker, exports, imports, memory under --memory-limit), compilation, and
-a smoke run of the module over the latest --smoke-events events of each open shard (the local
-journal; with Kinesis there is no smoke run yet), each shard into an empty scratch read model,
-which prints the mutations per event. A module that fails is refused with what is wrong.
+a smoke run of the module over the latest --smoke-events events of each open shard of the
+source (the local journal in --data, or --source kinesis --stream S: there the records of the
+last 10 s, widening ×10 up to the stream's retention until enough came, at most 50 GetRecords
+per shard), each shard into an empty scratch read model, which prints the mutations per event.
+A module that fails is refused with what is wrong.
 
 --activate then makes it the active version, provided no other deploy, activate or rollback
 changed the active version since this deploy started (of two racing, exactly one wins; the

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/projhost/projhost/internal/dynamotest"
+	"github.com/projhost/projhost/internal/flightcheck"
+	"github.com/projhost/projhost/internal/kinesistest"
 	"github.com/projhost/projhost/internal/s3test"
 	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/registry"
@@ -186,4 +190,46 @@ func TestDeployWithoutJournal(t *testing.T) {
 	require.True(t, os.IsNotExist(err), "a refused deploy created %s", dir)
 	out := projhost(t, "deploy", "--data", dir, "--name", "p", "--handler", count, "--smoke-events", "0", "--activate")
 	require.Contains(t, out, "smoke run: none (turned off)\nstored version 1 of p\nversion 1 of p is active (was none)\n")
+}
+
+// TestDeployKinesis: `deploy --source kinesis --stream S` runs the smoke run over the latest
+// records of each open shard of the stream (kinesis-local) and refuses a module that traps on
+// them with one line, storing nothing; the embedded store keeps the versions.
+func TestDeployKinesis(t *testing.T) {
+	kc := kinesistest.Client(t)
+	stream, _ := kinesistest.Stream(t, kc, 2)
+	k := []string{"--source", "kinesis", "--stream", stream, "--kinesis-endpoint", kinesistest.Endpoint(t)}
+	file := jsonLines(t, t.TempDir(), "flights.jsonl", flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))[:300])
+	projhost(t, "kinesis", "put", "--stream", stream, "--key-field", "origin", "--kinesis-endpoint", kinesistest.Endpoint(t), file)
+	ss, recs, err := kinesistest.ReadStream(context.Background(), kc, stream)
+	require.NoError(t, err)
+	want := 0
+	for _, s := range ss {
+		want += min(len(recs[s.ID]), 50)
+	}
+	dir := t.TempDir()
+	deploy := func(handler string, args ...string) result {
+		return cli(t, nil, binPath, append(append([]string{"deploy", "--data", dir, "--name", "p", "--handler", handler, "--smoke-events", "50"}, k...), args...)...)
+	}
+	r := deploy(testwasm.Path(t, testwasm.CountGo), "--activate")
+	require.NoError(t, r.err, r.stderr)
+	t.Logf("deploy --source kinesis:\n%s", r.stdout)
+	require.Contains(t, r.stdout, fmt.Sprintf("smoke run: %d events of 2 shards", want))
+	require.Contains(t, r.stdout, "version 1 of p is active (was none)")
+
+	out := t.TempDir()
+	if err := testwasm.AssembleWAT(t, out, filepath.Join(testwasm.RepoRoot(t), "deploy", "testdata", "trap.wat")); err != nil {
+		if errors.Is(err, testwasm.ErrNoWABT) && os.Getenv("CI") != "true" {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	r = deploy(filepath.Join(out, "trap.wasm"), "--activate")
+	require.Error(t, r.err)
+	require.Equal(t, 1, r.err.(*exec.ExitError).ExitCode())
+	msg := strings.TrimSpace(r.stderr)
+	require.NotContains(t, msg, "\n", "one line")
+	require.Contains(t, msg, "trap.wasm refused, nothing stored: deploy: the module failed its smoke run on the latest events of shard shardId-")
+	require.Len(t, strings.Split(strings.TrimSpace(projhost(t, "handlers", "list", "--data", dir, "--name", "p", "--json")), "\n"), 1,
+		"the refused module stored nothing")
 }

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -67,13 +68,23 @@ func cli(t *testing.T, wrap []string, bin string, args ...string) result {
 func holdWriteLocks(t *testing.T, paths ...string) {
 	t.Helper()
 	for _, p := range paths {
-		db, err := sql.Open("sqlite", "file:"+p)
-		require.NoError(t, err)
-		conn, err := db.Conn(context.Background())
-		require.NoError(t, err)
-		_, err = conn.ExecContext(context.Background(), "BEGIN IMMEDIATE")
-		require.NoError(t, err)
-		t.Cleanup(func() {
+		t.Cleanup(writeLock(t, p))
+	}
+}
+
+// writeLock starts a write transaction on the SQLite file at path and returns what ends it
+// (rolled back; safe to call again).
+func writeLock(t *testing.T, path string) (release func()) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	conn, err := db.Conn(context.Background())
+	require.NoError(t, err)
+	_, err = conn.ExecContext(context.Background(), "BEGIN IMMEDIATE")
+	require.NoError(t, err)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
 			conn.ExecContext(context.Background(), "ROLLBACK")
 			conn.Close()
 			db.Close()

@@ -46,7 +46,9 @@
 //
 // Batch.MillisBehind is GetRecords' MillisBehindLatest (-1 when absent); Batch.EventsBehind is
 // -1: Kinesis cannot tell how many records follow. *Source is not a source.Header for the same
-// reason; it is a source.Prober (Probe: the lag of a saved cursor, from any process).
+// reason; it is a source.Prober (Probe: the lag of a saved cursor, from any process) and a
+// source.Tailer (Tail: a shard's last n records, by windows of growing width read to the tip,
+// for a deploy's smoke run).
 //
 // # Cursors older than the retention period
 //
@@ -233,6 +235,7 @@ type config struct {
 	clock     Clock
 	log       *slog.Logger
 	trimCheck bool
+	tailCalls int
 }
 
 // WithInitialPosition sets where readers of shards without a cursor start (default TrimHorizon).
@@ -286,6 +289,7 @@ type Source struct {
 	cfg    config
 
 	getRecords, throttled, expired, trimmed atomic.Int64
+	retention                               retentionCache
 }
 
 // New returns the source for stream, a stream name or ARN ("arn:aws:kinesis:REGION:ACCOUNT:
@@ -298,7 +302,7 @@ func New(api API, stream string, opts ...Option) (*Source, error) {
 	if stream == "" {
 		return nil, fmt.Errorf("kinesis: no stream name or ARN: %w", ErrInvalid)
 	}
-	c := config{initial: TrimHorizon, idle: DefaultIdleTime, clock: realClock{}, trimCheck: true}
+	c := config{initial: TrimHorizon, idle: DefaultIdleTime, clock: realClock{}, trimCheck: true, tailCalls: DefaultTailCalls}
 	for _, o := range opts {
 		o.apply(&c)
 	}
@@ -307,6 +311,9 @@ func New(api API, stream string, opts ...Option) (*Source, error) {
 	}
 	if c.idle < 0 {
 		return nil, fmt.Errorf("kinesis: idle time %v: want 0 or more: %w", c.idle, ErrInvalid)
+	}
+	if c.tailCalls < 1 {
+		return nil, fmt.Errorf("kinesis: tail budget of %d GetRecords calls: want 1 or more: %w", c.tailCalls, ErrInvalid)
 	}
 	return &Source{api: api, stream: stream, isARN: strings.HasPrefix(stream, "arn:"), cfg: c}, nil
 }
@@ -489,6 +496,8 @@ type reader struct {
 	transient int       // transient failures in a row
 	behind    int64     // last MillisBehindLatest (-1 unknown)
 	lastEmpty bool      // the last GetRecords answer held no record
+	calls     int       // GetRecords calls made (Tail's budget)
+	lastCall  time.Time // when the last GetRecords was made
 	closed    atomic.Bool
 }
 
@@ -590,6 +599,8 @@ func (r *reader) get(ctx context.Context, it *string, limit int) (*kinesis.GetRe
 	}
 	at := s.cfg.clock.Now()
 	s.getRecords.Add(1)
+	r.calls++
+	r.lastCall = at
 	out, err := s.api.GetRecords(ctx, in, func(o *kinesis.Options) { o.RetryMaxAttempts = 1 })
 	r.nextCall = at.Add(MinCallInterval)
 	if err != nil {
