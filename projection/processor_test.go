@@ -202,6 +202,52 @@ func TestPushedBatches(t *testing.T) {
 	}
 }
 
+// Retry with ShardOptions.YieldRetries (Lambda mode): after MaxAttempts the failing event is
+// found by bisection, the events before it are committed and it is handed back (ErrYielded);
+// nothing is recorded, so its next delivery is tried again, and once it is fixed the shard goes on.
+func TestYieldRetries(t *testing.T) {
+	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))[:300]
+	evs := events(fs, 123)
+	strict, lenient := load(t, testwasm.FlightDelaysAS), load(t, testwasm.FlightDelaysGoLenient)
+	for _, b := range storetest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := context.Background()
+			st := b.Open(t)
+			var rec recorder
+			mods := newSwap(strict)
+			p := newProc(t, st, mods, func(c *projection.Config) {
+				c.Hooks = rec.hooks()
+				c.Policy = projection.Policy{OnError: projection.Retry, MaxAttempts: 2}
+			})
+			yield := projection.ShardOptions{YieldRetries: true}
+			sh, err := p.Open(ctx, shard, 1, yield)
+			require.NoError(t, err)
+			err = sh.Handle(ctx, evs[:200])
+			require.ErrorIs(t, err, projection.ErrYielded)
+			require.Contains(t, err.Error(), "at seq 124")
+			require.Equal(t, "123", sh.Committed())
+			require.Equal(t, "123", cursor(t, st), "events before the failing one are committed")
+			check(t, st, fs[:123])
+			require.Empty(t, rec.stopped)
+			sh.Close(ctx)
+
+			// Delivered again: handed back again; not stopped.
+			sh, err = p.Open(ctx, shard, 2, yield)
+			require.NoError(t, err)
+			require.Empty(t, sh.Stopped())
+			require.ErrorIs(t, sh.Handle(ctx, evs[123:]), projection.ErrYielded)
+			sh.Close(ctx)
+
+			mods.m.Store(lenient)
+			sh, err = p.Open(ctx, shard, 3, yield)
+			require.NoError(t, err)
+			push(t, sh, evs[123:], 50)
+			check(t, st, fs)
+			sh.Close(ctx)
+		})
+	}
+}
+
 // Dead-letter policy: the malformed events are found by bisection, stored whole with the
 // handler's error, and skipped; everything else is applied once. After a fixed handler is
 // deployed (the provider swaps it at a batch boundary), a replay applies them exactly once,
