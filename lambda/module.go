@@ -11,7 +11,9 @@ import (
 
 // activeModule is the core's ModuleProvider and ModuleRecorder: the Handler's Follower, set
 // before any shard opens (Handler.active).
-type activeModule struct{ f atomic.Pointer[deploy.Follower] }
+type activeModule struct {
+	f atomic.Pointer[deploy.Follower]
+}
 
 var _ projection.ModuleRecorder = (*activeModule)(nil)
 
