@@ -52,7 +52,8 @@ type env struct {
 	blobs *s3blobs.Blobs
 }
 
-// newEnv makes fresh tables and a bucket, and deploys and activates the testwasm module.
+// newEnv makes fresh tables and a bucket, and deploys and activates the testwasm module
+// ("": none).
 func newEnv(t *testing.T, module string) *env {
 	t.Helper()
 	ctx := context.Background()
@@ -63,7 +64,9 @@ func newEnv(t *testing.T, module string) *env {
 	blobs, err := s3blobs.Open(ctx, c, s3test.Bucket(t, c), "modules/")
 	require.NoError(t, err)
 	e := &env{st: st, blobs: blobs}
-	e.deploy(t, module)
+	if module != "" {
+		e.deploy(t, module)
+	}
 	return e
 }
 
@@ -408,13 +411,8 @@ func TestEpochs(t *testing.T) {
 // invocations is run by the next one.
 func TestActiveVersion(t *testing.T) {
 	ctx := context.Background()
-	_, prefix := dynamotest.Tables(t)
-	st, err := dynamo.Open(ctx, dynamo.Config{Endpoint: dynamotest.Endpoint(t), Prefix: prefix})
-	require.NoError(t, err)
-	c := s3test.Client(t)
-	blobs, err := s3blobs.Open(ctx, c, s3test.Bucket(t, c), "")
-	require.NoError(t, err)
-	e := &env{st: st, blobs: blobs}
+	e := newEnv(t, "")
+	st := e.st
 	h := e.handler(t, nil)
 	require.ErrorIs(t, h.Warm(ctx), deploy.ErrNoActive)
 	sid := shardID(0)
