@@ -4,10 +4,11 @@ GO ?= go
 WASM_DIR := build/wasm
 export GOFLAGS ?= -mod=mod
 
-.PHONY: help build wasm test test-dynamo test-short bench bench-kinesis demo deps clean
+.PHONY: help build bootstrap build-ProjectionFunction wasm test test-dynamo test-short bench bench-kinesis demo deps clean
 
 help:
 	@echo "make build   - build ./bin/projhost"
+	@echo "make bootstrap - build ./bin/bootstrap, the Lambda function (linux, BOOTSTRAP_ARCH=arm64|amd64; cmd/bootstrap)"
 	@echo "make wasm    - build the example WASM handlers into $(WASM_DIR)/"
 	@echo "make test    - the full test suite (needs node/npm for AssemblyScript and wabt), then the"
 	@echo "               DynamoDB suites again against Amazon's DynamoDB Local (needs Java 11+)"
@@ -25,6 +26,17 @@ node_modules/.installed: package.json package-lock.json
 
 build:
 	$(GO) build -o bin/projhost ./cmd/projhost
+
+# The Lambda function's bootstrap (provided.al2023): static, no cgo, without aws-lambda-go's RPC
+# mode. build-ProjectionFunction is AWS SAM's makefile build (BuildMethod: makefile): SAM sets
+# ARTIFACTS_DIR and copies $(ARTIFACTS_DIR)/bootstrap.
+BOOTSTRAP_ARCH ?= arm64
+BOOTSTRAP_BUILD = CGO_ENABLED=0 GOOS=linux GOARCH=$(BOOTSTRAP_ARCH) $(GO) build -tags lambda.norpc -trimpath -ldflags=-s
+bootstrap:
+	$(BOOTSTRAP_BUILD) -o bin/bootstrap ./cmd/bootstrap
+
+build-ProjectionFunction:
+	$(BOOTSTRAP_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./cmd/bootstrap
 
 include plugins/examples/examples.mk
 

@@ -31,6 +31,8 @@ type env struct {
 	rt    *host.Runtime
 	j     *journal.Journal
 	d     *deploy.Deployer
+	// blobsDir is the module store's directory.
+	blobsDir string
 }
 
 func newEnv(t *testing.T, cfg deploy.Config) *env {
@@ -57,7 +59,7 @@ func newEnv(t *testing.T, cfg deploy.Config) *env {
 	cfg.Registry, cfg.Blobs, cfg.Runtime, cfg.Source = st.Registry(), blobs, rt, j
 	d, err := deploy.New(cfg)
 	require.NoError(t, err)
-	return &env{reg: st.Registry(), blobs: blobs, rt: rt, j: j, d: d}
+	return &env{reg: st.Registry(), blobs: blobs, rt: rt, j: j, d: d, blobsDir: filepath.Join(dir, "modules")}
 }
 
 func read(t *testing.T, name string) []byte {

@@ -61,6 +61,9 @@ type Follower struct {
 	loaded map[int64]*host.Module
 	byName map[string]int64 // module name -> version
 	closed bool
+
+	refreshMu sync.Mutex
+	refresh   pollState // Refresh's
 }
 
 var _ projection.ModuleRecorder = (*Follower)(nil)
@@ -165,36 +168,88 @@ const RetryFailed = 10 * time.Second
 func (f *Follower) Run(ctx context.Context) error {
 	t := time.NewTicker(f.cfg.Poll)
 	defer t.Stop()
-	var failed registry.Active // the pointer whose version failed to load (Counter 0: none)
-	var failedAt time.Time
+	var st pollState
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		a, err := f.cfg.Registry.Active(ctx, f.cfg.Projection)
-		if err != nil {
-			if ctx.Err() == nil {
-				f.cfg.Logger.Warn("reading the active handler version failed; trying again", "projection", f.cfg.Projection, "err", err)
-			}
-			continue
+		if err := f.poll(ctx, &st); err != nil && ctx.Err() == nil {
+			f.logPollError(err)
 		}
-		if a.Version == 0 || a.Version == f.Version().Number {
-			failed = registry.Active{}
-			continue
-		}
-		if failed.Counter != 0 && a.Counter == failed.Counter && time.Since(failedAt) < RetryFailed {
-			continue
-		}
-		if err := f.switchTo(ctx, a.Version); err != nil {
-			failed, failedAt = a, time.Now()
-			f.cfg.Logger.Error("the new active handler version cannot be run; the shards keep the one they run (tried again in 10s)",
-				"projection", f.cfg.Projection, "version", a.Version, "running", f.Version().Number, "err", err)
-			continue
-		}
-		failed = registry.Active{}
 	}
+}
+
+// Refresh reads the active pointer once and switches when it changed, as one poll of Run does
+// (a version that failed to load is tried again only after RetryFailed or when the pointer
+// changes): for a caller without a long-lived goroutine, such as a Lambda invocation (the
+// process is frozen between invocations, so Run's ticker would not help). The shards keep the
+// version they run when it fails. Errors: the registry's (reading the pointer), or why the new
+// active version cannot be loaded (those of NewFollower). Safe for concurrent use (calls are
+// serialized); do not mix it with Run on one Follower.
+func (f *Follower) Refresh(ctx context.Context) error {
+	f.refreshMu.Lock()
+	defer f.refreshMu.Unlock()
+	return f.poll(ctx, &f.refresh)
+}
+
+// pollState is what a follower's polls remember between them: the pointer whose version failed
+// to load (Counter 0: none), and when.
+type pollState struct {
+	failed   registry.Active
+	failedAt time.Time
+}
+
+// errPointerRead wraps a failed read of the active pointer (logged as a warning by Run).
+type errPointerRead struct{ err error }
+
+func (e errPointerRead) Error() string { return "reading the active handler version: " + e.err.Error() }
+func (e errPointerRead) Unwrap() error { return e.err }
+
+// errSwitch wraps a failed load of a new active version.
+type errSwitch struct {
+	version int64
+	err     error
+}
+
+func (e errSwitch) Error() string {
+	return fmt.Sprintf("the new active handler version %d cannot be run: %v", e.version, e.err)
+}
+func (e errSwitch) Unwrap() error { return e.err }
+
+// poll is one read of the active pointer, and a switch when it names another version than the
+// current one (unless that version failed to load less than RetryFailed ago under the same
+// pointer). Errors: errPointerRead, errSwitch.
+func (f *Follower) poll(ctx context.Context, st *pollState) error {
+	a, err := f.cfg.Registry.Active(ctx, f.cfg.Projection)
+	if err != nil {
+		return errPointerRead{err}
+	}
+	if a.Version == 0 || a.Version == f.Version().Number {
+		st.failed = registry.Active{}
+		return nil
+	}
+	if st.failed.Counter != 0 && a.Counter == st.failed.Counter && time.Since(st.failedAt) < RetryFailed {
+		return nil
+	}
+	if err := f.switchTo(ctx, a.Version); err != nil {
+		st.failed, st.failedAt = a, time.Now()
+		return errSwitch{a.Version, err}
+	}
+	st.failed = registry.Active{}
+	return nil
+}
+
+// logPollError logs an error of poll as Run reports it.
+func (f *Follower) logPollError(err error) {
+	var sw errSwitch
+	if errors.As(err, &sw) {
+		f.cfg.Logger.Error("the new active handler version cannot be run; the shards keep the one they run (tried again in 10s)",
+			"projection", f.cfg.Projection, "version", sw.version, "running", f.Version().Number, "err", sw.err)
+		return
+	}
+	f.cfg.Logger.Warn("reading the active handler version failed; trying again", "projection", f.cfg.Projection, "err", errors.Unwrap(err))
 }
 
 // RecordModule implements projection.ModuleRecorder: it records in the registry, before the

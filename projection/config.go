@@ -19,7 +19,8 @@ type OnError string
 // The error policies.
 const (
 	// Retry retries the batch for ever with backoff (RetryMin doubling up to RetryMax); the
-	// shard waits until the handler or the event is fixed. MaxAttempts is ignored.
+	// shard waits until the handler or the event is fixed. MaxAttempts is ignored, unless the
+	// mode delivers failed events again itself (ShardOptions.YieldRetries: Lambda mode).
 	Retry OnError = "retry"
 	// DeadLetter retries the batch MaxAttempts times, then finds the first failing event by
 	// bisection (the handler is deterministic, so a failing sub-batch fails again), stores it
@@ -46,7 +47,7 @@ const DefaultMaxAttempts = 5
 // Policy is a projection's error policy.
 type Policy struct {
 	OnError     OnError // default DefaultOnError
-	MaxAttempts int     // calls of a failing batch before DeadLetter or Stop act; default DefaultMaxAttempts; ignored by Retry
+	MaxAttempts int     // calls of a failing batch before DeadLetter or Stop act; default DefaultMaxAttempts; ignored by Retry (but see ShardOptions.YieldRetries)
 }
 
 // ParseOnError accepts "retry", "dead-letter" or "stop".

@@ -106,7 +106,7 @@ func (s *Shard) handlePolicy(ctx context.Context, events []event.Event) (int, er
 		}
 		f.note(fault)
 		s.reportFailure(events, f, "handler failed: retrying the batch", backoff)
-		if pol.OnError != Retry && f.attempts >= pol.MaxAttempts {
+		if (pol.OnError != Retry || s.opts.YieldRetries) && f.attempts >= pol.MaxAttempts {
 			return s.isolate(ctx, events, f)
 		}
 		if f.attempts == 1 {
@@ -251,7 +251,8 @@ func (s *Shard) accept(ctx context.Context, events []event.Event, muts []event.M
 
 // isolate finds the first failing event of events (which failed as a whole) by bisection,
 // accepting the events before it, and applies the policy to it: DeadLetter stores it and
-// consumes it; Stop commits the events before it and stops the shard. It returns how many
+// consumes it; Stop commits the events before it and stops the shard; Retry (with
+// ShardOptions.YieldRetries) commits the events before it and hands it back. It returns how many
 // events it consumed.
 func (s *Shard) isolate(ctx context.Context, events []event.Event, f failure) (int, error) {
 	consumed := 0
@@ -289,10 +290,24 @@ func (s *Shard) isolate(ctx context.Context, events []event.Event, f failure) (i
 		f.note(fault)
 		s.reportFailure(rest, f, "handler failed on one event", 0)
 	}
-	if s.p.cfg.Policy.OnError == DeadLetter {
+	switch s.p.cfg.Policy.OnError {
+	case DeadLetter:
 		return consumed + 1, s.deadLetter(ctx, rest[0], f)
+	case Retry: // ShardOptions.YieldRetries
+		return consumed, s.yield(ctx, rest[0], f)
 	}
 	return consumed, s.stop(ctx, rest[0], f)
+}
+
+// yield commits what was handled before ev and hands ev back (ShardOptions.YieldRetries).
+func (s *Shard) yield(ctx context.Context, ev event.Event, f failure) error {
+	if err := s.flush(ctx); err != nil {
+		return err
+	}
+	s.log.Error("event keeps failing: handed back for a later delivery", "seq", ev.Seq, "partition_key", ev.PartitionKey,
+		"kind", f.kind, "attempts", f.attempts, "err", f.err)
+	return fmt.Errorf("%w: shard %s: handler %s at seq %s (partition key %q) after %d attempts: %w",
+		ErrYielded, s.info.ShardID, f.kind, ev.Seq, ev.PartitionKey, f.attempts, f.err)
 }
 
 // deadLetter stores ev as a dead letter (durably, before the cursor can pass it) and skips it.

@@ -27,6 +27,11 @@ var (
 	// next attempt. What was handled before the batch is still pending: Flush it, then hand
 	// the shard over.
 	ErrInterrupted = errors.New("projection: interrupted while retrying a failing batch")
+	// ErrYielded: under the Retry policy with ShardOptions.YieldRetries, an event kept failing
+	// MaxAttempts times; the events before it are committed, and the caller has it delivered
+	// again later (Lambda mode: the event source mapping retries from it). Position is just
+	// before it.
+	ErrYielded = errors.New("projection: an event keeps failing: handing it back for a later delivery")
 )
 
 // Processor processes one projection's shards: it is the per-shard core that every mode
@@ -59,6 +64,13 @@ type ShardOptions struct {
 	// Interrupt, when closed, ends the wait between attempts of a failing batch (Handle
 	// returns ErrInterrupted): container mode closes it when the balancer asks for the shard.
 	Interrupt <-chan struct{}
+	// YieldRetries bounds the Retry policy for a caller whose source delivers failed events
+	// again (Lambda mode: the event source mapping retries from a record the response names):
+	// a failing batch is tried Policy.MaxAttempts times, its first failing event is found by
+	// bisection as under Stop, the events before it are committed, and Handle returns an error
+	// wrapping ErrYielded. Nothing is recorded on the shard: the next delivery of the event is
+	// handled as any other. Ignored under the other policies.
+	YieldRetries bool
 }
 
 // Shard is one open shard at one epoch. Its methods must be called from one goroutine at a

@@ -202,6 +202,65 @@ func TestPushedBatches(t *testing.T) {
 	}
 }
 
+// Retry with ShardOptions.YieldRetries (Lambda mode): after MaxAttempts the failing event is
+// found by bisection, the events before it are committed and it is handed back (ErrYielded);
+// nothing is recorded, so its next delivery is tried again, and once it is fixed the shard goes on.
+// withFailingEvent runs f on every backend over flights 0..299 as events, #123 malformed
+// (seq 124), with a processor running the strict flightdelays under pol (zero: the default
+// policy); fix swaps in the lenient build, which takes #123.
+func withFailingEvent(t *testing.T, pol projection.Policy,
+	f func(t *testing.T, fs []flightcheck.Flight, evs []event.Event, st *store.Stores, p *projection.Processor, rec *recorder, fix func())) {
+	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))[:300]
+	evs := events(fs, 123)
+	strict, lenient := load(t, testwasm.FlightDelaysAS), load(t, testwasm.FlightDelaysGoLenient)
+	for _, b := range storetest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			st := b.Open(t)
+			var rec recorder
+			mods := newSwap(strict)
+			p := newProc(t, st, mods, func(c *projection.Config) {
+				c.Hooks = rec.hooks()
+				if pol != (projection.Policy{}) {
+					c.Policy = pol
+				}
+			})
+			f(t, fs, evs, st, p, &rec, func() { mods.m.Store(lenient) })
+		})
+	}
+}
+
+func TestYieldRetries(t *testing.T) {
+	withFailingEvent(t, projection.Policy{OnError: projection.Retry, MaxAttempts: 2}, func(t *testing.T, fs []flightcheck.Flight,
+		evs []event.Event, st *store.Stores, p *projection.Processor, rec *recorder, fix func()) {
+		ctx := context.Background()
+		yield := projection.ShardOptions{YieldRetries: true}
+		sh, err := p.Open(ctx, shard, 1, yield)
+		require.NoError(t, err)
+		err = sh.Handle(ctx, evs[:200])
+		require.ErrorIs(t, err, projection.ErrYielded)
+		require.Contains(t, err.Error(), "at seq 124")
+		require.Equal(t, "123", sh.Committed())
+		require.Equal(t, "123", cursor(t, st), "events before the failing one are committed")
+		check(t, st, fs[:123])
+		require.Empty(t, rec.stopped)
+		sh.Close(ctx)
+
+		// Delivered again: handed back again; not stopped.
+		sh, err = p.Open(ctx, shard, 2, yield)
+		require.NoError(t, err)
+		require.Empty(t, sh.Stopped())
+		require.ErrorIs(t, sh.Handle(ctx, evs[123:]), projection.ErrYielded)
+		sh.Close(ctx)
+
+		fix()
+		sh, err = p.Open(ctx, shard, 3, yield)
+		require.NoError(t, err)
+		push(t, sh, evs[123:], 50)
+		check(t, st, fs)
+		sh.Close(ctx)
+	})
+}
+
 // Dead-letter policy: the malformed events are found by bisection, stored whole with the
 // handler's error, and skipped; everything else is applied once. After a fixed handler is
 // deployed (the provider swaps it at a batch boundary), a replay applies them exactly once,
@@ -269,51 +328,43 @@ func TestDeadLetterAndReplay(t *testing.T) {
 // Stop policy: the events before the malformed one are committed, the shard stops with the
 // error on its cursor, and after a resume (with the fixed handler) it continues from there.
 func TestStopAndResume(t *testing.T) {
-	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))[:300]
-	evs := events(fs, 123)
-	strict, lenient := load(t, testwasm.FlightDelaysAS), load(t, testwasm.FlightDelaysGoLenient)
-	for _, b := range storetest.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			ctx := context.Background()
-			st := b.Open(t)
-			var rec recorder
-			mods := newSwap(strict)
-			p := newProc(t, st, mods, func(c *projection.Config) { c.Hooks = rec.hooks() }) // the default policy
-			require.Equal(t, projection.Stop, p.Config().Policy.OnError)
-			sh, err := p.Open(ctx, shard, 1, projection.ShardOptions{})
-			require.NoError(t, err)
-			err = sh.Handle(ctx, evs[:200])
-			require.ErrorIs(t, err, projection.ErrStopped)
-			require.ErrorIs(t, sh.Handle(ctx, evs[200:]), projection.ErrStopped)
-			require.Equal(t, "123", cursor(t, st), "events before the failing one are committed")
-			check(t, st, fs[:123])
-			c, err := st.Cursors.Get(ctx, "flights", shard)
-			require.NoError(t, err)
-			require.Contains(t, c.Stopped, "at seq 124")
-			require.Len(t, rec.stopped, 1)
-			// 5 attempts of the batch of 200; bisection probes failing: 100..149, 100..124, 123 alone.
-			require.Len(t, rec.errs, projection.DefaultMaxAttempts+3)
+	withFailingEvent(t, projection.Policy{}, func(t *testing.T, fs []flightcheck.Flight,
+		evs []event.Event, st *store.Stores, p *projection.Processor, rec *recorder, fix func()) {
+		ctx := context.Background()
+		require.Equal(t, projection.Stop, p.Config().Policy.OnError)
+		sh, err := p.Open(ctx, shard, 1, projection.ShardOptions{})
+		require.NoError(t, err)
+		err = sh.Handle(ctx, evs[:200])
+		require.ErrorIs(t, err, projection.ErrStopped)
+		require.ErrorIs(t, sh.Handle(ctx, evs[200:]), projection.ErrStopped)
+		require.Equal(t, "123", cursor(t, st), "events before the failing one are committed")
+		check(t, st, fs[:123])
+		c, err := st.Cursors.Get(ctx, "flights", shard)
+		require.NoError(t, err)
+		require.Contains(t, c.Stopped, "at seq 124")
+		require.Len(t, rec.stopped, 1)
+		// 5 attempts of the batch of 200; bisection probes failing: 100..149, 100..124, 123 alone.
+		require.Len(t, rec.errs, projection.DefaultMaxAttempts+3)
 
-			// Stopped across owners too.
-			sh.Close(ctx)
-			sh, err = p.Open(ctx, shard, 2, projection.ShardOptions{})
-			require.NoError(t, err)
-			require.True(t, strings.HasPrefix(sh.Stopped(), "handler fail at seq 124"), sh.Stopped())
-			ok, err := sh.CheckResumed(ctx)
-			require.NoError(t, err)
-			require.False(t, ok)
+		// Stopped across owners too.
+		sh.Close(ctx)
+		sh, err = p.Open(ctx, shard, 2, projection.ShardOptions{})
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(sh.Stopped(), "handler fail at seq 124"), sh.Stopped())
+		ok, err := sh.CheckResumed(ctx)
+		require.NoError(t, err)
+		require.False(t, ok)
 
-			mods.m.Store(lenient)
-			require.NoError(t, st.Cursors.Resume(ctx, "flights", shard))
-			ok, err = sh.CheckResumed(ctx)
-			require.NoError(t, err)
-			require.True(t, ok)
-			require.Equal(t, "123", sh.Position())
-			push(t, sh, evs[123:], 50)
-			check(t, st, fs)
-			sh.Close(ctx)
-		})
-	}
+		fix()
+		require.NoError(t, st.Cursors.Resume(ctx, "flights", shard))
+		ok, err = sh.CheckResumed(ctx)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, "123", sh.Position())
+		push(t, sh, evs[123:], 50)
+		check(t, st, fs)
+		sh.Close(ctx)
+	})
 }
 
 // A mutation the read model cannot store (store.Stores.CheckMutation) is the handler's bad

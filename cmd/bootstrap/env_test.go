@@ -1,0 +1,62 @@
+package main
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/projhost/projhost/projection"
+)
+
+func TestParseEnv(t *testing.T) {
+	base := map[string]string{"PROJHOST_PROJECTION": "flights", "PROJHOST_MODULE_STORE": "s3://modules-bucket/projhost"}
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	s, err := parseEnv(env())
+	require.NoError(t, err)
+	require.Equal(t, "modules-bucket", s.bucket)
+	require.Equal(t, "projhost/", s.prefix)
+	require.Equal(t, projection.Stop, s.policy.OnError)
+	require.Equal(t, 0, s.policy.MaxAttempts, "the core's default")
+	require.Equal(t, uint32(2048), s.memPages)
+	require.Equal(t, 5*time.Second, s.deadline)
+	require.Equal(t, DefaultCacheDir, s.cacheDir)
+	require.Equal(t, time.Second, s.reserve)
+	require.Equal(t, slog.LevelInfo, s.logLevel)
+
+	s, err = parseEnv(env("PROJHOST_ON_ERROR", "dead-letter", "PROJHOST_MAX_ATTEMPTS", "3", "PROJHOST_MEMORY_LIMIT", "256MiB",
+		"PROJHOST_TRUSTED", "true", "PROJHOST_LOG_LEVEL", "debug", "PROJHOST_S3_ENDPOINT", "http://127.0.0.1:4569"))
+	require.NoError(t, err)
+	require.Equal(t, projection.Policy{OnError: projection.DeadLetter, MaxAttempts: 3}, s.policy)
+	require.Equal(t, uint32(4096), s.memPages)
+	require.True(t, s.trusted)
+
+	for _, c := range []struct{ kv []string }{
+		{[]string{"PROJHOST_PROJECTION", ""}},
+		{[]string{"PROJHOST_MODULE_STORE", ""}},
+		{[]string{"PROJHOST_MODULE_STORE", "/var/modules"}},
+		{[]string{"PROJHOST_MODULE_STORE", "s3://Bad_Bucket"}},
+		{[]string{"PROJHOST_DYNAMODB_ENDPOINT", "127.0.0.1:4567"}},
+		{[]string{"PROJHOST_S3_ENDPOINT", "ftp://x"}},
+		{[]string{"PROJHOST_ON_ERROR", "skip"}},
+		{[]string{"PROJHOST_MAX_ATTEMPTS", "0"}},
+		{[]string{"PROJHOST_MEMORY_LIMIT", "5GiB"}},
+		{[]string{"PROJHOST_BATCH_DEADLINE", "10us"}},
+		{[]string{"PROJHOST_TRUSTED", "maybe"}},
+		{[]string{"PROJHOST_RESERVE", "-1s"}},
+		{[]string{"PROJHOST_LOG_LEVEL", "loud"}},
+	} {
+		_, err := parseEnv(env(c.kv...))
+		require.ErrorContains(t, err, c.kv[0]+":", "%v", c.kv)
+	}
+}

@@ -1,0 +1,77 @@
+// Command bootstrap is projhost's AWS Lambda function for the provided.al2023 runtime: it runs
+// one projection's active handler version over the batches a Kinesis event source mapping
+// delivers (package lambda: one shard's records per invocation, batchItemFailures naming the
+// first uncommitted record), with the read model, cursors, dead letters and module registry in
+// DynamoDB and the module bytes in S3.
+//
+// Build it static, without cgo and without the RPC mode of aws-lambda-go:
+//
+//	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -tags lambda.norpc -o bootstrap ./cmd/bootstrap
+//
+// (`make bootstrap`; `make build-ProjectionFunction ARTIFACTS_DIR=...` is AWS SAM's makefile
+// build). Configure the function with FunctionResponseTypes [ReportBatchItemFailures] and
+// ParallelizationFactor 1 (see package lambda for why, and for what the ESM's retry settings
+// mean under each error policy).
+//
+// # Environment
+//
+// Read and validated once, at start-up (a bad value ends the process with a message naming the
+// variable; Lambda reports it as an init error):
+//
+//	PROJHOST_PROJECTION        required: the projection (its versions, read model, cursors)
+//	PROJHOST_MODULE_STORE      required: s3://BUCKET[/PREFIX], where `projhost deploy` put the
+//	                           module bytes (objects PREFIX/<sha256>.wasm; the bucket must exist)
+//	PROJHOST_TABLE_PREFIX      DynamoDB table name prefix (default "projhost-")
+//	PROJHOST_REGION            AWS region of DynamoDB and S3 (default: AWS_REGION, which
+//	                           Lambda sets)
+//	PROJHOST_DYNAMODB_ENDPOINT DynamoDB endpoint URL, for a local server (default: AWS's)
+//	PROJHOST_S3_ENDPOINT       S3 endpoint URL, for a local server (default: AWS's); with an
+//	                           endpoint and no credentials, dummy ones, as the CLI does
+//	PROJHOST_ON_ERROR          error policy: stop (default), retry or dead-letter
+//	PROJHOST_MAX_ATTEMPTS      handler calls of a failing batch before the policy acts, per
+//	                           invocation (default 5)
+//	PROJHOST_MEMORY_LIMIT      a handler instance's memory cap, e.g. 256MiB (default 128MiB)
+//	PROJHOST_BATCH_DEADLINE    how long one handler call may run (default 5s)
+//	PROJHOST_TRUSTED           true: no batch deadline (default false)
+//	PROJHOST_CACHE_DIR         the compilation cache (default /tmp/projhost/wazero: /tmp is the
+//	                           only writable directory in Lambda; it survives warm starts)
+//	PROJHOST_RESERVE           time kept before an invocation's deadline to commit and respond
+//	                           (default 1s)
+//	PROJHOST_LOG_LEVEL         debug, info (default), warn or error; logs are JSON lines on
+//	                           stderr (CloudWatch Logs)
+//
+// Credentials are the AWS default chain's (the function's role in Lambda).
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	awslambda "github.com/aws/aws-lambda-go/lambda"
+)
+
+func main() {
+	s, err := parseEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bootstrap:", err)
+		os.Exit(2)
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: s.logLevel}))
+	slog.SetDefault(logger) // the AWS SDK's lines too
+	ctx := context.Background()
+	h, err := build(ctx, s, logger)
+	if err != nil {
+		logger.Error("bootstrap: cannot start", "err", err)
+		os.Exit(1)
+	}
+	// Load and compile the active version in the init phase; when it fails (nothing deployed
+	// yet, say), every invocation tries again.
+	if err := h.Warm(ctx); err != nil {
+		logger.Error("bootstrap: the active handler version cannot be loaded yet: the invocations will try again", "err", err)
+	} else {
+		logger.Info("bootstrap: ready", "projection", s.projection, "version", h.Version().Number)
+	}
+	awslambda.Start(h.Handle)
+}
