@@ -29,7 +29,7 @@ const DefaultSmokeEvents = 100
 // Errors.
 var (
 	// ErrTooLarge: the module is larger than Config.MaxModuleSize.
-	ErrTooLarge = errors.New("deploy: module too large")
+	ErrTooLarge = host.ErrModuleTooLarge
 	// ErrSmokeFailed: the module failed on the smoke run (*SmokeError wraps it).
 	ErrSmokeFailed = errors.New("deploy: the module failed its smoke run")
 	// ErrNoPrevious: Rollback found no previous version to return to.

@@ -43,9 +43,9 @@ func (o TestOptions) withDefaults() TestOptions {
 // (ErrInvalidModule) and the first batch error (a *HandlerError, including ErrHandlerFailed).
 func RunFile(ctx context.Context, wasmPath, eventsPath string, opts TestOptions) ([]event.Doc, error) {
 	opts = opts.withDefaults()
-	wasm, err := os.ReadFile(wasmPath)
+	wasm, err := ReadModuleFile(wasmPath, DefaultMaxModuleFile)
 	if err != nil {
-		return nil, fmt.Errorf("reading handler: %w", err)
+		return nil, err
 	}
 	f, err := os.Open(eventsPath)
 	if err != nil {

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/store"
@@ -88,11 +91,32 @@ type Config struct {
 // ErrConfig is wrapped by errors about a bad Config.
 var ErrConfig = errors.New("projection: bad configuration")
 
+// MaxNameBytes bounds a projection name.
+const MaxNameBytes = 255
+
+// CheckName returns an error wrapping ErrConfig unless name can name a projection: 1 to
+// MaxNameBytes bytes of UTF-8 without control characters (names are keys in every store and
+// columns of `projhost status`).
+func CheckName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: projection name is required", ErrConfig)
+	case len(name) > MaxNameBytes:
+		return fmt.Errorf("%w: projection name of %d bytes: at most %d", ErrConfig, len(name), MaxNameBytes)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: projection name %q is not UTF-8", ErrConfig, name)
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return fmt.Errorf("%w: projection name %q holds a control character", ErrConfig, name)
+	}
+	return nil
+}
+
 // Validate checks c and fills in the defaults.
 func (c *Config) Validate() error {
+	if err := CheckName(c.Projection); err != nil {
+		return err
+	}
 	switch {
-	case c.Projection == "":
-		return fmt.Errorf("%w: projection name is required", ErrConfig)
 	case c.Modules == nil:
 		return fmt.Errorf("%w: a module provider is required", ErrConfig)
 	case c.CursorEveryEvents < 0:

@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,9 +19,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/projhost/projhost/deploy"
 	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/projection"
 	"github.com/projhost/projhost/registry"
 	"github.com/projhost/projhost/registry/s3blobs"
 	"github.com/projhost/projhost/source"
@@ -55,6 +56,8 @@ func (f *moduleFlags) check(sf *storeFlags, need bool) error {
 		if _, _, err := s3blobs.ParseURL(f.store); err != nil {
 			return fmt.Errorf("--module-store: %w", err)
 		}
+	} else if strings.Contains(f.store, "://") {
+		return fmt.Errorf("--module-store %q: give a directory or s3://BUCKET[/PREFIX] (lowercase s3://)", f.store)
 	} else if f.endpoint != "" {
 		return fmt.Errorf("--s3-endpoint needs --module-store s3://BUCKET[/PREFIX]")
 	}
@@ -130,6 +133,9 @@ other's version stays stored: projhost handlers activate --version N).`,
 			if name == "" || handler == "" {
 				return fmt.Errorf("--name and --handler are required")
 			}
+			if err := projection.CheckName(name); err != nil {
+				return fmt.Errorf("--name: %w", err)
+			}
 			if err := srcf.check(cmd, &sf); err != nil {
 				return err
 			}
@@ -137,9 +143,9 @@ other's version stays stored: projhost handlers activate --version N).`,
 			if err != nil {
 				return fmt.Errorf("--memory-limit: %w", err)
 			}
-			maxPages, err := host.ParseMemoryLimit(maxSize)
+			maxBytes, err := parseMaxModuleSize(maxSize)
 			if err != nil {
-				return fmt.Errorf("--max-module-size %q: want a size in binary units, a multiple of 64KiB up to 4GiB, e.g. 64MiB", maxSize)
+				return err
 			}
 			if err := mf.check(&sf, true); err != nil {
 				return err
@@ -147,7 +153,7 @@ other's version stays stored: projhost handlers activate --version N).`,
 			if smoke < 0 {
 				return fmt.Errorf("--smoke-events %d: use 0 (no smoke run) or more", smoke)
 			}
-			wasm, err := readModule(handler, int64(maxPages)*65536, "--max-module-size")
+			wasm, err := readModule(handler, maxBytes, "--max-module-size")
 			if err != nil {
 				return err
 			}
@@ -190,13 +196,16 @@ other's version stays stored: projhost handlers activate --version N).`,
 				n = -1
 			}
 			d, err := deploy.New(deploy.Config{Registry: reg, Blobs: blobs, Runtime: rt, Source: events,
-				MaxModuleSize: int(maxPages) * 65536, SmokeEvents: n})
+				MaxModuleSize: int(maxBytes), SmokeEvents: n})
 			if err != nil {
 				return err
 			}
 			res, err := d.Deploy(ctx, name, wasm, deploy.Options{Note: note, Activate: activate})
 			if err != nil && res.Version.Number == 0 {
-				return fmt.Errorf("%s refused, nothing stored: %w", handler, err)
+				if errors.Is(err, host.ErrInvalidModule) || errors.Is(err, deploy.ErrSmokeFailed) || errors.Is(err, deploy.ErrTooLarge) {
+					return fmt.Errorf("%s refused, nothing stored: %w", handler, err)
+				}
+				return fmt.Errorf("nothing stored: %w", err) // not the module's fault: a missing stream, the store
 			}
 			printDeploy(cmd.OutOrStdout(), handler, wasm, res)
 			return err
@@ -212,40 +221,33 @@ other's version stays stored: projhost handlers activate --version N).`,
 	f.BoolVar(&activate, "activate", false, "make the new version the active one (what the workers run)")
 	f.IntVar(&smoke, "smoke-events", deploy.DefaultSmokeEvents, "latest events of each open shard the smoke run handles (0: no smoke run)")
 	f.StringVar(&memLimit, "memory-limit", host.DefaultMemoryLimit, "the workers' --memory-limit: the module's declared memory must fit it")
-	f.StringVar(&maxSize, "max-module-size", "64MiB", "largest module accepted, in binary units, a multiple of 64KiB")
+	registerMaxModuleSize(f, &maxSize)
 	rootCmd.AddCommand(cmd)
 }
 
 // readModule reads the module file path, refusing what is not a regular file (a FIFO or a
 // device would block or never end) and a file over limit bytes (named by flag) before reading
 // more than limit+1 bytes of it.
+// registerMaxModuleSize adds --max-module-size (deploy and run --handler).
+func registerMaxModuleSize(f *pflag.FlagSet, v *string) {
+	f.StringVar(v, "max-module-size", "64MiB", "largest module accepted for storing, in binary units, a multiple of 64KiB")
+}
+
+// parseMaxModuleSize checks --max-module-size and returns it in bytes.
+func parseMaxModuleSize(s string) (int64, error) {
+	pages, err := host.ParseMemoryLimit(s)
+	if err != nil {
+		return 0, fmt.Errorf("--max-module-size %q: want a size in binary units, a multiple of 64KiB up to 4GiB, e.g. 64MiB", s)
+	}
+	return int64(pages) * 65536, nil
+}
+
 func readModule(path string, limit int64, flag string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading handler: %w", err)
+	b, err := host.ReadModuleFile(path, limit)
+	if errors.Is(err, host.ErrModuleTooLarge) {
+		return nil, fmt.Errorf("refused, nothing stored: %w (%s)", err, flag)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("reading handler: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("handler %s is not a regular file (%s): give the .wasm file", path, fi.Mode().Type())
-	}
-	tooLarge := func(n int64) error {
-		return fmt.Errorf("handler %s refused, nothing stored: %w: %d bytes, the limit is %d (%s)", path, deploy.ErrTooLarge, n, limit, flag)
-	}
-	if fi.Size() > limit {
-		return nil, tooLarge(fi.Size())
-	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading handler: %w", err)
-	}
-	if int64(len(b)) > limit {
-		return nil, tooLarge(int64(len(b)))
-	}
-	return b, nil
+	return b, err
 }
 
 func printDeploy(w io.Writer, handler string, wasm []byte, res deploy.Result) {

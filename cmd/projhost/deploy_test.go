@@ -54,7 +54,7 @@ func TestDeployVerbs(t *testing.T) {
 				st = append(st, "--store", "dynamodb", "--dynamodb-endpoint", dynamotest.Endpoint(t), "--table-prefix", prefix)
 			}
 			with := func(args ...string) []string {
-				if args[0] == "deploy" || args[0] == "handlers" && args[1] != "list" {
+				if args[0] == "deploy" || args[0] == "run" || args[0] == "handlers" && args[1] != "list" {
 					args = append(args, ms...)
 				}
 				return append(args, st...)
@@ -101,8 +101,10 @@ func TestDeployVerbs(t *testing.T) {
 				want string
 			}{
 				{"garbage", []string{"deploy", "--name", "p", "--handler", garbage, "--activate"}, "refused, nothing stored: invalid handler module \"p\": not a WebAssembly module"},
-				{"too large", []string{"deploy", "--name", "p", "--handler", count, "--max-module-size", "1MiB"}, "refused, nothing stored: deploy: module too large"},
-				{"a device", []string{"deploy", "--name", "p", "--handler", "/dev/zero"}, "is not a regular file"},
+				{"too large", []string{"deploy", "--name", "p", "--handler", count, "--max-module-size", "1MiB"}, "refused, nothing stored: module too large"},
+				{"a device", []string{"deploy", "--name", "p", "--handler", "/dev/zero"}, "is a character device"},
+				{"run: too large", []string{"run", "--name", "p", "--handler", count, "--max-module-size", "1MiB"}, "refused, nothing stored: module too large"},
+				{"run: a device", []string{"run", "--name", "p", "--handler", "/dev/zero"}, "is a character device"},
 				{"bad size flag", []string{"deploy", "--name", "p", "--handler", count, "--max-module-size", "12"}, "--max-module-size"},
 				{"unknown version", []string{"handlers", "activate", "--name", "p", "--version", "7"}, "p has no version 7"},
 				{"no version flag", []string{"handlers", "activate", "--name", "p"}, "--version N"},
@@ -150,6 +152,9 @@ func TestModuleStoreFlags(t *testing.T) {
 		{"no bucket", []string{"--module-store", "s3://"}, `--module-store: registry: invalid argument: bucket name ""`},
 		{"query", []string{"--module-store", "s3://modules/p?x=1"}, "no query or fragment in s3://BUCKET[/PREFIX]"},
 		{"one slash", []string{"--module-store", "s3:/modules"}, "want s3://BUCKET[/PREFIX]"},
+		{"upper-case scheme", []string{"--module-store", "S3://modules"}, `--module-store "S3://modules": give a directory or s3://BUCKET[/PREFIX] (lowercase s3://)`},
+		{"http", []string{"--module-store", "http://x"}, `--module-store "http://x": give a directory or s3://BUCKET[/PREFIX]`},
+		{"empty folder", []string{"--module-store", "s3://modules//a"}, `an empty folder name in the prefix`},
 		{"endpoint without s3", []string{"--s3-endpoint", ep}, "--s3-endpoint needs --module-store s3://BUCKET[/PREFIX]"},
 		{"bad endpoint", []string{"--module-store", "s3://modules", "--s3-endpoint", "127.0.0.1:1"}, "--s3-endpoint \"127.0.0.1:1\": want an http:// or https:// URL"},
 		{"missing bucket", []string{"--module-store", "s3://projhost-missing/p", "--s3-endpoint", ep},

@@ -38,7 +38,8 @@ func init() {
 	// runWorker is the worker once the flags are checked and the signals caught.
 	var runWorker func(ctx context.Context, logger *slog.Logger, memPages uint32) error
 	var started bool // runWorker got to container.Runner.Run
-	var memLimit string
+	var memLimit, maxSize string
+	var maxBytes int64
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run a projection's WASM handler over the local journal or a Kinesis stream (one worker; start several to share the shards)",
@@ -78,6 +79,9 @@ are probed at most once a second), and no dead-letter replay pending.`,
 			if name == "" {
 				return fmt.Errorf("--name is required (and --handler H.wasm, or a version deployed with projhost deploy --activate)")
 			}
+			if err := projection.CheckName(name); err != nil {
+				return fmt.Errorf("--name: %w", err)
+			}
 			if err := srcf.check(cmd, &sf); err != nil {
 				return err
 			}
@@ -90,6 +94,9 @@ are probed at most once a second), and no dead-letter replay pending.`,
 			memPages, err := host.ParseMemoryLimit(memLimit)
 			if err != nil {
 				return fmt.Errorf("--memory-limit: %w", err)
+			}
+			if maxBytes, err = parseMaxModuleSize(maxSize); err != nil {
+				return err
 			}
 			pol, err := projection.ParseOnError(onError)
 			if err != nil {
@@ -119,7 +126,7 @@ are probed at most once a second), and no dead-letter replay pending.`,
 		var wasm []byte
 		if handler != "" {
 			var err error
-			if wasm, err = readModule(handler, maxRunModule, "a module for run --handler"); err != nil {
+			if wasm, err = readModule(handler, maxBytes, "--max-module-size"); err != nil {
 				return err
 			}
 		}
@@ -147,6 +154,21 @@ are probed at most once a second), and no dead-letter replay pending.`,
 		if err := check.Validate(); err != nil {
 			return err
 		}
+		if trace != "" {
+			f, err := os.OpenFile(trace, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return fmt.Errorf("--trace: %w", err)
+			}
+			defer f.Close()
+			c.Hooks = projection.Chain(c.Hooks, projection.TraceHooks(f))
+		}
+		if handler != "" {
+			// The stream must be there before --handler becomes the active version (a mistyped
+			// --stream deploys nothing).
+			if _, err := src.Source.Shards(ctx); err != nil {
+				return err
+			}
+		}
 		rt, err := host.NewRuntime(ctx, host.WithLogger(logger), host.WithMemoryLimitPages(memPages))
 		if err != nil {
 			return err
@@ -165,7 +187,7 @@ are probed at most once a second), and no dead-letter replay pending.`,
 			return err
 		}
 		if handler != "" {
-			if err := ensureHandler(ctx, logger, reg, blobs, rt, name, handler, wasm); err != nil {
+			if err := ensureHandler(ctx, logger, reg, blobs, rt, name, handler, wasm, maxBytes); err != nil {
 				return err
 			}
 		}
@@ -177,14 +199,6 @@ are probed at most once a second), and no dead-letter replay pending.`,
 		defer follower.Close(context.Background())
 		logger.Info("running the active handler version", "projection", name, "version", follower.Version().Number,
 			"sha256", follower.Version().SHA256)
-		if trace != "" {
-			f, err := os.OpenFile(trace, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-			if err != nil {
-				return fmt.Errorf("--trace: %w", err)
-			}
-			defer f.Close()
-			c.Hooks = projection.Chain(c.Hooks, projection.TraceHooks(f))
-		}
 		lags := &lagTracker{}
 		c.Hooks = projection.Chain(c.Hooks, projection.Hooks{Lag: lags.record})
 		c.Modules = follower
@@ -232,15 +246,12 @@ are probed at most once a second), and no dead-letter replay pending.`,
 	f.StringVar(&workerID, "worker-id", "", "unique worker id (default HOSTNAME-PID)")
 	f.BoolVar(&trusted, "trusted", false, "trust the handler: no per-batch deadline (a batch may run as long as it takes; a runaway loop then holds its shard, but the other shards, lease renewals and SIGINT/SIGTERM keep working)")
 	f.DurationVar(&deadline, "batch-deadline", 0, "per-batch deadline of the handler (default 5s; ignored with --trusted)")
+	registerMaxModuleSize(f, &maxSize)
 	f.StringVar(&memLimit, "memory-limit", host.DefaultMemoryLimit, "cap on each handler instance's memory, in binary units, a multiple of 64KiB (e.g. 64MiB, 1GiB; at most 4GiB); one instance per owned shard, so a worker may hold shards x this")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&trace, "trace", "", "append every shard open, batch, cursor save, handler error, dead letter, replay, stop and lease event, and the lag (sampled: projection.TraceLagEvery), to this file as JSON lines (projection.TraceRecord; for tools and tests)")
 	rootCmd.AddCommand(cmd)
 }
-
-// maxRunModule bounds a --handler file: 1 GiB, far above any handler (a standard Go build is
-// about 3 MB), so that a mistaken path (a device, a huge file) is refused before it is read.
-const maxRunModule = 1 << 30
 
 // ensureHandler makes the --handler file (wasm, read from path) projection name's active
 // version with deploy.Ensure before the worker starts following the registry: the active
@@ -260,8 +271,8 @@ const maxRunModule = 1 << 30
 // Another deploy, activate or rollback in between (workers started at once) is tried once
 // more (deploy.Ensure: the same module is then found active; with another module the last
 // worker to start wins); a second conflict is an error naming what to do.
-func ensureHandler(ctx context.Context, logger *slog.Logger, reg registry.Store, blobs registry.Blobs, rt *host.Runtime, name, path string, wasm []byte) error {
-	d, err := deploy.New(deploy.Config{Registry: reg, Blobs: blobs, Runtime: rt, MaxModuleSize: maxRunModule, SmokeEvents: -1})
+func ensureHandler(ctx context.Context, logger *slog.Logger, reg registry.Store, blobs registry.Blobs, rt *host.Runtime, name, path string, wasm []byte, maxBytes int64) error {
+	d, err := deploy.New(deploy.Config{Registry: reg, Blobs: blobs, Runtime: rt, MaxModuleSize: int(maxBytes), SmokeEvents: -1})
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/source"
 	"github.com/projhost/projhost/wasmabi/guest"
 )
@@ -135,9 +136,9 @@ func handlerCommand(natives map[string]guest.Handler) *cobra.Command {
 			}
 			wasms := make([][]byte, len(handlers))
 			for i, p := range handlers {
-				b, err := os.ReadFile(p)
+				b, err := host.ReadModuleFile(p, host.DefaultMaxModuleFile)
 				if err != nil {
-					return fmt.Errorf("reading handler: %w", err)
+					return err
 				}
 				wasms[i] = b
 			}
@@ -236,8 +237,8 @@ func e2eCommand() *cobra.Command {
 			if o.BatchSize < 1 {
 				return fmt.Errorf("%w: --batch-size %d must be at least 1", ErrArgs, o.BatchSize)
 			}
-			if o.WASM, err = os.ReadFile(handler); err != nil {
-				return fmt.Errorf("reading handler: %w", err)
+			if o.WASM, err = host.ReadModuleFile(handler, host.DefaultMaxModuleFile); err != nil {
+				return err
 			}
 			if _, err := os.Stat(o.EventsPath); err != nil {
 				return fmt.Errorf("reading events: %w", err)

@@ -104,6 +104,9 @@ func ParseURL(s string) (bucket, prefix string, err error) {
 		return "", "", err
 	}
 	prefix = strings.TrimPrefix(u.Path, "/")
+	if strings.HasPrefix(prefix, "/") || strings.Contains(prefix, "//") {
+		return "", "", fmt.Errorf("%w: module store %q: an empty folder name in the prefix (\"//\")", registry.ErrInvalid, s)
+	}
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}

@@ -28,6 +28,7 @@ func TestParseURL(t *testing.T) {
 		"s3://ab", "s3://Upper", "s3://-lead", "s3://trail-", "s3://a..b", "s3://192.168.1.2", "s3://under_score",
 		"s3://" + strings.Repeat("a", 64), "s3://bucket/x?versionId=1", "s3://bucket/x#frag", "s3://user@bucket/x",
 		"s3://bucket/" + strings.Repeat("p", s3blobs.MaxPrefixBytes), "s3://bucket/\xff",
+		"s3://bucket//a", "s3://bucket/a//b",
 	} {
 		if b, p, err := s3blobs.ParseURL(in); !errors.Is(err, registry.ErrInvalid) {
 			t.Errorf("ParseURL(%q) = %q, %q, %v; want ErrInvalid", in, b, p, err)
