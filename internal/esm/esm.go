@@ -174,6 +174,7 @@ type InvokeInfo struct {
 	Records       int
 	Duration      time.Duration
 	Outcome       Outcome
+	StatusCode    int      // the Result's
 	FunctionError string   // the Result's
 	Failures      []string // the reported itemIdentifiers
 	Payload       []byte   // the response
@@ -644,7 +645,7 @@ func (d *Driver) invoke(ctx context.Context, shardID string, b []types.Record) (
 	start := time.Now()
 	res, err := d.cfg.Invoker.Invoke(ctx, shardID, payload)
 	info.Duration = time.Since(start)
-	info.Payload, info.FunctionError, info.Err = res.Payload, res.FunctionError, err
+	info.Payload, info.StatusCode, info.FunctionError, info.Err = res.Payload, res.StatusCode, res.FunctionError, err
 	switch {
 	case err != nil:
 		info.Outcome = InvokeError

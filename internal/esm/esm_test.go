@@ -244,14 +244,14 @@ func TestDriver(t *testing.T) {
 				c.BisectBatchOnFunctionError = true
 				c.MaximumRetryAttempts = 1
 			},
-			calls: []string{"0:0-15", "0:0-7", "0:8-15", "0:8-11", "0:8-9", "0:10-11", "0:10-10", "0:10-10", "0:11-11", "0:12-15"},
+			calls:    []string{"0:0-15", "0:0-7", "0:8-15", "0:8-11", "0:8-9", "0:10-11", "0:10-10", "0:10-10", "0:11-11", "0:12-15"},
 			failures: []string{"RetryAttemptsExhausted:10-10"}, skipped: []int{10}},
 		{name: "record age: old records given up uninvoked", n: 10,
-			mut: func(c *esm.Config) { c.MaximumRecordAge = time.Hour },
+			mut:   func(c *esm.Config) { c.MaximumRecordAge = time.Hour },
 			calls: []string{"0:5-9"}, failures: []string{"RecordAgeExceeded:0-4"}, skipped: []int{0, 1, 2, 3, 4}},
 		{name: "record age: a failing batch given up once too old", n: 10,
-			behave: func(call, i int) string { return map[bool]string{true: "error"}[i == 5] },
-			mut: func(c *esm.Config) { c.MaximumRecordAge = 300 * time.Millisecond; c.BatchSize = 5 },
+			behave:   func(call, i int) string { return map[bool]string{true: "error"}[i == 5] },
+			mut:      func(c *esm.Config) { c.MaximumRecordAge = 300 * time.Millisecond; c.BatchSize = 5 },
 			failures: []string{"RecordAgeExceeded:5-9"}, skipped: []int{5, 6, 7, 8, 9}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
