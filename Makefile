@@ -29,13 +29,16 @@ build:
 
 # The Lambda function's bootstrap (provided.al2023): static, no cgo, without aws-lambda-go's RPC
 # mode. build-ProjectionFunction is AWS SAM's makefile build (BuildMethod: makefile): SAM sets
-# ARTIFACTS_DIR and copies $(ARTIFACTS_DIR)/bootstrap.
+# ARTIFACTS_DIR and copies $(ARTIFACTS_DIR)/bootstrap. template.yaml's function is arm64, the default
+# BOOTSTRAP_ARCH.
 BOOTSTRAP_ARCH ?= arm64
 BOOTSTRAP_BUILD = CGO_ENABLED=0 GOOS=linux GOARCH=$(BOOTSTRAP_ARCH) $(GO) build -tags lambda.norpc -trimpath -ldflags=-s
 bootstrap:
 	$(BOOTSTRAP_BUILD) -o bin/bootstrap ./cmd/bootstrap
 
 build-ProjectionFunction:
+	$(if $(ARTIFACTS_DIR),,$(error ARTIFACTS_DIR is not set: sam build sets it; by hand, make build-ProjectionFunction ARTIFACTS_DIR=DIR))
+	@mkdir -p $(ARTIFACTS_DIR)
 	$(BOOTSTRAP_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./cmd/bootstrap
 
 include plugins/examples/examples.mk

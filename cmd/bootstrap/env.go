@@ -36,50 +36,50 @@ type settings struct {
 // parseEnv is the one place the environment is read and checked (package documentation),
 // with the validators the CLI uses. Errors name the variable.
 func parseEnv(getenv func(string) string) (settings, error) {
-	s := settings{projection: getenv("PROJHOST_PROJECTION"), tablePrefix: getenv("PROJHOST_TABLE_PREFIX"),
-		region: getenv("PROJHOST_REGION"), dynamoEndpoint: getenv("PROJHOST_DYNAMODB_ENDPOINT"),
-		s3Endp: getenv("PROJHOST_S3_ENDPOINT"), cacheDir: getenv("PROJHOST_CACHE_DIR")}
+	s := settings{projection: getenv(lambda.EnvProjection), tablePrefix: getenv(lambda.EnvTablePrefix),
+		region: getenv(lambda.EnvRegion), dynamoEndpoint: getenv(lambda.EnvDynamoEndpoint),
+		s3Endp: getenv(lambda.EnvS3Endpoint), cacheDir: getenv(lambda.EnvCacheDir)}
 	bad := func(name string, err error) (settings, error) { return settings{}, fmt.Errorf("%s: %w", name, err) }
 	if s.projection == "" {
-		return bad("PROJHOST_PROJECTION", fmt.Errorf("required: the projection's name"))
+		return bad(lambda.EnvProjection, fmt.Errorf("required: the projection's name"))
 	}
-	ms := getenv("PROJHOST_MODULE_STORE")
+	ms := getenv(lambda.EnvModuleStore)
 	if ms == "" {
-		return bad("PROJHOST_MODULE_STORE", fmt.Errorf("required: s3://BUCKET[/PREFIX], the module store `projhost deploy` uses"))
+		return bad(lambda.EnvModuleStore, fmt.Errorf("required: s3://BUCKET[/PREFIX], the module store `projhost deploy` uses"))
 	}
 	var err error
 	if s.bucket, s.prefix, err = s3blobs.ParseURL(ms); err != nil {
-		return bad("PROJHOST_MODULE_STORE", err)
+		return bad(lambda.EnvModuleStore, err)
 	}
-	for name, v := range map[string]string{"PROJHOST_DYNAMODB_ENDPOINT": s.dynamoEndpoint, "PROJHOST_S3_ENDPOINT": s.s3Endp} {
+	for name, v := range map[string]string{lambda.EnvDynamoEndpoint: s.dynamoEndpoint, lambda.EnvS3Endpoint: s.s3Endp} {
 		if u, err := url.Parse(v); v != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
 			return bad(name, fmt.Errorf("%q: want an http:// or https:// URL", v))
 		}
 	}
-	if s.policy.OnError, err = projection.ParseOnError(or(getenv("PROJHOST_ON_ERROR"), string(projection.DefaultOnError))); err != nil {
-		return bad("PROJHOST_ON_ERROR", err)
+	if s.policy.OnError, err = projection.ParseOnError(or(getenv(lambda.EnvOnError), string(projection.DefaultOnError))); err != nil {
+		return bad(lambda.EnvOnError, err)
 	}
-	if v := getenv("PROJHOST_MAX_ATTEMPTS"); v != "" {
+	if v := getenv(lambda.EnvMaxAttempts); v != "" {
 		if s.policy.MaxAttempts, err = strconv.Atoi(v); err != nil || s.policy.MaxAttempts < 1 {
-			return bad("PROJHOST_MAX_ATTEMPTS", fmt.Errorf("%q: want a whole number, at least 1", v))
+			return bad(lambda.EnvMaxAttempts, fmt.Errorf("%q: want a whole number, at least 1", v))
 		}
 	}
-	if s.memPages, err = host.ParseMemoryLimit(or(getenv("PROJHOST_MEMORY_LIMIT"), host.DefaultMemoryLimit)); err != nil {
-		return bad("PROJHOST_MEMORY_LIMIT", err)
+	if s.memPages, err = host.ParseMemoryLimit(or(getenv(lambda.EnvMemoryLimit), host.DefaultMemoryLimit)); err != nil {
+		return bad(lambda.EnvMemoryLimit, err)
 	}
-	if s.deadline, err = duration(getenv("PROJHOST_BATCH_DEADLINE"), host.DefaultBatchDeadline); err != nil || s.deadline < time.Millisecond {
-		return bad("PROJHOST_BATCH_DEADLINE", fmt.Errorf("%q: want a duration of at least 1ms, e.g. 5s", getenv("PROJHOST_BATCH_DEADLINE")))
+	if s.deadline, err = duration(getenv(lambda.EnvBatchDeadline), host.DefaultBatchDeadline); err != nil || s.deadline < time.Millisecond {
+		return bad(lambda.EnvBatchDeadline, fmt.Errorf("%q: want a duration of at least 1ms, e.g. 5s", getenv(lambda.EnvBatchDeadline)))
 	}
-	if v := getenv("PROJHOST_TRUSTED"); v != "" {
+	if v := getenv(lambda.EnvTrusted); v != "" {
 		if s.trusted, err = strconv.ParseBool(v); err != nil {
-			return bad("PROJHOST_TRUSTED", fmt.Errorf("%q: want true or false", v))
+			return bad(lambda.EnvTrusted, fmt.Errorf("%q: want true or false", v))
 		}
 	}
-	if s.reserve, err = duration(getenv("PROJHOST_RESERVE"), lambda.DefaultReserve); err != nil || s.reserve <= 0 {
-		return bad("PROJHOST_RESERVE", fmt.Errorf("%q: want a positive duration, e.g. 1s", getenv("PROJHOST_RESERVE")))
+	if s.reserve, err = duration(getenv(lambda.EnvReserve), lambda.DefaultReserve); err != nil || s.reserve <= 0 {
+		return bad(lambda.EnvReserve, fmt.Errorf("%q: want a positive duration, e.g. 1s", getenv(lambda.EnvReserve)))
 	}
-	if err := s.logLevel.UnmarshalText([]byte(or(getenv("PROJHOST_LOG_LEVEL"), "info"))); err != nil {
-		return bad("PROJHOST_LOG_LEVEL", fmt.Errorf("%q: use debug, info, warn or error", getenv("PROJHOST_LOG_LEVEL")))
+	if err := s.logLevel.UnmarshalText([]byte(or(getenv(lambda.EnvLogLevel), "info"))); err != nil {
+		return bad(lambda.EnvLogLevel, fmt.Errorf("%q: use debug, info, warn or error", getenv(lambda.EnvLogLevel)))
 	}
 	s.cacheDir = or(s.cacheDir, DefaultCacheDir)
 	return s, nil

@@ -2,11 +2,14 @@ package main
 
 import (
 	"log/slog"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/projhost/projhost/lambda"
 	"github.com/projhost/projhost/projection"
 )
 
@@ -58,5 +61,25 @@ func TestParseEnv(t *testing.T) {
 	} {
 		_, err := parseEnv(env(c.kv...))
 		require.ErrorContains(t, err, c.kv[0]+":", "%v", c.kv)
+	}
+}
+
+// TestEnvVarsOneList: parseEnv reads exactly the variables lambda.EnvVars lists (the list the SAM
+// template's test checks the function's Environment against), and refuses to start without each
+// of lambda.EnvRequired.
+func TestEnvVarsOneList(t *testing.T) {
+	full := map[string]string{lambda.EnvProjection: "flights", lambda.EnvModuleStore: "s3://modules-bucket"}
+	read := map[string]bool{}
+	_, err := parseEnv(func(k string) string { read[k] = true; return full[k] })
+	require.NoError(t, err)
+	require.ElementsMatch(t, lambda.EnvVars(), slices.Collect(maps.Keys(read)))
+	for _, name := range lambda.EnvRequired() {
+		_, err := parseEnv(func(k string) string {
+			if k == name {
+				return ""
+			}
+			return full[k]
+		})
+		require.ErrorContains(t, err, name+": required")
 	}
 }

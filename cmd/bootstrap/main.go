@@ -16,7 +16,8 @@
 // # Environment
 //
 // Read and validated once, at start-up (a bad value ends the process with a message naming the
-// variable; Lambda reports it as an init error):
+// variable; Lambda reports it as an init error; the names are lambda.EnvVars, which the SAM
+// template's test checks the function's Environment against):
 //
 //	PROJHOST_PROJECTION        required: the projection (its versions, read model, cursors)
 //	PROJHOST_MODULE_STORE      required: s3://BUCKET[/PREFIX], where `projhost deploy` put the
