@@ -183,14 +183,23 @@ func (e *Env) Heads() map[string]string {
 	return out
 }
 
-// Cursors reads every shard's cursor.
+// Cursors reads every shard's cursor. A failed read is tried again for up to a minute: on a
+// loaded 2-core machine a local server can take longer than one read's 10 s bound (seen:
+// dynalite, with every process suite beside it).
 func (e *Env) Cursors() map[string]cursorstore.Cursor {
 	e.t.Helper()
-	cs, err := e.Store.Cursors(e.t, e.Stores(), Projection, e.Shards())
-	if err != nil {
-		e.t.Fatalf("reading cursors: %v", err)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cs, err := e.Store.Cursors(e.t, e.Stores(), Projection, e.Shards())
+		if err == nil {
+			return cs
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("reading cursors: %v", err)
+		}
+		e.t.Logf("reading cursors failed, trying again: %v", err)
+		time.Sleep(time.Second)
 	}
-	return cs
 }
 
 // Lagging returns the shards (among only, or all) whose cursor is not at the journal's head,
