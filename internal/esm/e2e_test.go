@@ -31,6 +31,7 @@ import (
 	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/registry/s3blobs"
+	"github.com/projhost/projhost/source"
 	"github.com/projhost/projhost/store"
 	"github.com/projhost/projhost/store/dynamo"
 )
@@ -62,11 +63,9 @@ func newLambdaEnv(t *testing.T) *lambdaEnv {
 	wg.Go(func() { le.rie, rieErr = esm.BuildEmulator(root) })
 	le.dir = t.TempDir()
 	le.bootstrap = filepath.Join(le.dir, "bootstrap")
-	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", le.bootstrap, "./cmd/bootstrap")
-	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "build the bootstrap: %s", out)
+	require.NoError(t, goBuild(root, le.bootstrap, "./cmd/bootstrap", "-tags", "lambda.norpc"))
 	_, le.prefix = dynamotest.Tables(t)
+	var err error
 	le.st, err = dynamo.Open(ctx, dynamo.Config{Endpoint: dynamotest.Endpoint(t), Prefix: le.prefix})
 	require.NoError(t, err)
 	c := s3test.Client(t)
@@ -76,6 +75,16 @@ func newLambdaEnv(t *testing.T) *lambdaEnv {
 	wg.Wait()
 	require.NoError(t, rieErr)
 	return &le
+}
+
+// goBuild builds the command package pkg of the repository at root (static, no cgo) into out.
+func goBuild(root, out, pkg string, flags ...string) error {
+	build := exec.Command("go", append(append([]string{"build"}, flags...), "-o", out, pkg)...)
+	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %w: %s", pkg, err, b)
+	}
+	return nil
 }
 
 // deploy deploys the testwasm module as projection proj's active version.
@@ -128,6 +137,58 @@ func (le *lambdaEnv) docs(t *testing.T, proj string) []readmodel.Doc {
 	return ds
 }
 
+// putFlights puts flights on stream in one go, partition key origin, data(flight) the data; the
+// records of a key must keep their order.
+func putFlights(ctx context.Context, t *testing.T, kc *kinesis.Client, stream string, fs []flightcheck.Flight, data func(flightcheck.Flight) []byte) {
+	t.Helper()
+	entries := make([]types.PutRecordsRequestEntry, len(fs))
+	for i, f := range fs {
+		entries[i] = types.PutRecordsRequestEntry{Data: data(f), PartitionKey: aws.String(f.Origin)}
+	}
+	resent, err := kinesistest.Put(ctx, kc, stream, entries)
+	require.NoError(t, err)
+	require.Zero(t, resent, "the records of a key must keep their order")
+}
+
+// shardEmulators lists the n shards of the stream and starts one emulator (le.emulator, named
+// by its shard) per shard for projection proj, sharing the compilation cache directory cache.
+func (le *lambdaEnv) shardEmulators(ctx context.Context, t *testing.T, kc *kinesis.Client, arn string, n int, proj, cache string,
+	extra ...string) ([]types.Shard, map[string]*esm.Emulator, esm.PerShard) {
+	t.Helper()
+	ls, err := kc.ListShards(ctx, &kinesis.ListShardsInput{StreamARN: aws.String(arn)})
+	require.NoError(t, err)
+	require.Len(t, ls.Shards, n)
+	emus := map[string]*esm.Emulator{}
+	invokers := esm.PerShard{}
+	for _, s := range ls.Shards {
+		id := aws.ToString(s.ShardId)
+		emus[id] = le.emulator(t, id, proj, cache, extra...)
+		invokers[id] = emus[id]
+	}
+	return ls.Shards, emus, invokers
+}
+
+// driverConfig is the e2e's driver configuration on the stream: partial batch responses, 3
+// retries, no record age limit, quick polls and retries; an on-failure record fails t.
+func driverConfig(t *testing.T, kc *kinesis.Client, arn string, invoker esm.Invoker) esm.Config {
+	return esm.Config{Kinesis: kc, StreamARN: arn, Invoker: invoker, ReportBatchItemFailures: true,
+		MaximumRetryAttempts: 3, MaximumRecordAge: -1, PollInterval: 100 * time.Millisecond,
+		RetryBackoff: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+		OnFailure: func(fr esm.FailureRecord) { t.Errorf("unexpected on-failure record: %+v", fr) }}
+}
+
+// streamTips reads the whole stream: every shard's last sequence number, and its events.
+func streamTips(ctx context.Context, t *testing.T, kc *kinesis.Client, stream string) (map[string]string, map[string][]source.Event) {
+	t.Helper()
+	_, byShard, err := kinesistest.ReadStream(ctx, kc, stream)
+	require.NoError(t, err)
+	tips := map[string]string{}
+	for id, evs := range byShard {
+		tips[id] = evs[len(evs)-1].Seq
+	}
+	return tips, byShard
+}
+
 // TestEmulator (issue 12): flightdelays-as, the active version in the registry (S3), run by the
 // real bootstrap under the real Runtime Interface Emulator, one emulator per shard, fed by the
 // driver from a 4-shard stream on kinesis-local holding flights-2k (flights-20k with
@@ -163,30 +224,15 @@ func TestEmulator(t *testing.T) {
 	kc := kinesistest.Client(t)
 	stream, arn := kinesistest.Stream(t, kc, shards)
 	put := func(fs []flightcheck.Flight, data func(flightcheck.Flight) []byte) {
-		entries := make([]types.PutRecordsRequestEntry, len(fs))
-		for i, f := range fs {
-			entries[i] = types.PutRecordsRequestEntry{Data: data(f), PartitionKey: aws.String(f.Origin)}
-		}
-		resent, err := kinesistest.Put(ctx, kc, stream, entries)
-		require.NoError(t, err)
-		require.Zero(t, resent, "the records of a key must keep their order")
+		putFlights(ctx, t, kc, stream, fs, data)
 	}
 	start := time.Now()
 	put(fs, flightcheck.Flight.JSON)
 	t.Logf("%d flights put in %v", len(fs), time.Since(start).Round(time.Millisecond))
 
-	ls, err := kc.ListShards(ctx, &kinesis.ListShardsInput{StreamARN: aws.String(arn)})
-	require.NoError(t, err)
-	require.Len(t, ls.Shards, shards)
 	cache := t.TempDir()
-	emus := map[string]*esm.Emulator{}
-	invokers := esm.PerShard{}
-	for _, s := range ls.Shards {
-		id := aws.ToString(s.ShardId)
-		emus[id] = le.emulator(t, id, proj, cache, "PROJHOST_ON_ERROR=retry", "PROJHOST_MAX_ATTEMPTS=2")
-		invokers[id] = emus[id]
-	}
-	victim := aws.ToString(ls.Shards[0].ShardId)
+	ls, emus, invokers := le.shardEmulators(ctx, t, kc, arn, shards, proj, cache, "PROJHOST_ON_ERROR=retry", "PROJHOST_MAX_ATTEMPTS=2")
+	victim := aws.ToString(ls[0].ShardId)
 
 	// Phase 1: the stream to its tip, shard 0's bootstrap killed mid-batch.
 	var mu sync.Mutex
@@ -194,32 +240,30 @@ func TestEmulator(t *testing.T) {
 	var batches = map[string][][]types.Record{}
 	calls := map[string]int{}
 	killed := make(chan int, 1)
-	cfg := esm.Config{Kinesis: kc, StreamARN: arn, Invoker: invokers, ReportBatchItemFailures: true,
-		BisectBatchOnFunctionError: true, MaximumRetryAttempts: 3, MaximumRecordAge: -1, PollInterval: 100 * time.Millisecond,
-		RetryBackoff: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
-		OnFailure: func(fr esm.FailureRecord) { t.Errorf("unexpected on-failure record: %+v", fr) },
-		Hooks: esm.Hooks{
-			Invoke: func(shardID string, recs []types.Record) {
-				mu.Lock()
-				defer mu.Unlock()
-				calls[shardID]++
-				batches[shardID] = append(batches[shardID], recs)
-				if shardID == victim && calls[shardID] == 2 {
-					go func() {
-						time.Sleep(40 * time.Millisecond)
-						pid, err := emus[victim].FunctionPid()
-						if err == nil {
-							err = syscall.Kill(pid, syscall.SIGKILL)
-						}
-						if err != nil {
-							t.Errorf("kill the bootstrap: %v", err)
-						}
-						killed <- pid
-					}()
-				}
-			},
-			Invoked: func(i esm.InvokeInfo) { mu.Lock(); infos = append(infos, i); mu.Unlock() },
-		}}
+	cfg := driverConfig(t, kc, arn, invokers)
+	cfg.BisectBatchOnFunctionError = true
+	cfg.Hooks = esm.Hooks{
+		Invoke: func(shardID string, recs []types.Record) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls[shardID]++
+			batches[shardID] = append(batches[shardID], recs)
+			if shardID == victim && calls[shardID] == 2 {
+				go func() {
+					time.Sleep(40 * time.Millisecond)
+					pid, err := emus[victim].FunctionPid()
+					if err == nil {
+						err = syscall.Kill(pid, syscall.SIGKILL)
+					}
+					if err != nil {
+						t.Errorf("kill the bootstrap: %v", err)
+					}
+					killed <- pid
+				}()
+			}
+		},
+		Invoked: func(i esm.InvokeInfo) { mu.Lock(); infos = append(infos, i); mu.Unlock() },
+	}
 	d, err := esm.New(cfg)
 	require.NoError(t, err)
 	start = time.Now()
@@ -228,12 +272,7 @@ func TestEmulator(t *testing.T) {
 	t.Logf("killed the bootstrap of %s (pid %d) during its second invocation", victim, <-killed)
 
 	flightcheck.Check(t, fs, le.docs(t, proj))
-	_, byShard, err := kinesistest.ReadStream(ctx, kc, stream)
-	require.NoError(t, err)
-	tips := map[string]string{}
-	for id, evs := range byShard {
-		tips[id] = evs[len(evs)-1].Seq
-	}
+	tips, byShard := streamTips(ctx, t, kc, stream)
 	require.Equal(t, tips, d.Checkpoints(), "every shard checkpointed at its tip")
 	var victimErrors int
 	busy := map[string]time.Duration{}
@@ -256,7 +295,7 @@ func TestEmulator(t *testing.T) {
 
 	// A batch delivered again changes nothing.
 	before := le.docs(t, proj)
-	other := aws.ToString(ls.Shards[1].ShardId)
+	other := aws.ToString(ls[1].ShardId)
 	again, err := json.Marshal(esm.Event(arn, "us-east-1", other, batches[other][0]))
 	require.NoError(t, err)
 	for range 2 {
