@@ -58,7 +58,7 @@ type Follower struct {
 	mu     sync.Mutex
 	cur    *host.Module
 	curV   registry.Version
-	loaded map[int64]*host.Module
+	loaded map[int64]loadedVersion
 	byName map[string]int64 // module name -> version
 	closed bool
 
@@ -84,7 +84,7 @@ func NewFollower(ctx context.Context, cfg FollowConfig) (*Follower, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	f := &Follower{cfg: cfg, loaded: map[int64]*host.Module{}, byName: map[string]int64{}}
+	f := &Follower{cfg: cfg, loaded: map[int64]loadedVersion{}, byName: map[string]int64{}}
 	a, err := cfg.Registry.Active(ctx, cfg.Projection)
 	if err != nil {
 		return nil, err
@@ -134,11 +134,7 @@ func VersionOf(name string) int64 {
 
 // switchTo makes version n current, loading it unless it was before.
 func (f *Follower) switchTo(ctx context.Context, n int64) error {
-	v, err := Get(ctx, f.cfg.Registry, f.cfg.Projection, n)
-	if err != nil {
-		return err
-	}
-	m, err := f.load(ctx, n)
+	m, v, err := f.load(ctx, n)
 	if err != nil {
 		return err
 	}
@@ -287,7 +283,7 @@ func (f *Follower) ModuleAfter(ctx context.Context, shardID, seq string) (*host.
 				"projection", f.cfg.Projection, "shard", shardID, "record_seq", r.Seq, "cursor", seq)
 			return nil, nil
 		}
-		m, err := f.load(ctx, r.Version)
+		m, _, err := f.load(ctx, r.Version)
 		if err != nil {
 			if ctx.Err() == nil && (errors.Is(err, registry.ErrNoModule) || errors.Is(err, registry.ErrCorrupt) ||
 				errors.Is(err, registry.ErrNoVersion) || errors.Is(err, host.ErrInvalidModule)) {
@@ -302,37 +298,45 @@ func (f *Follower) ModuleAfter(ctx context.Context, shardID, seq string) (*host.
 	return nil, nil
 }
 
-// load returns version n's module, loading (fetching and compiling) it unless it was before.
-func (f *Follower) load(ctx context.Context, n int64) (*host.Module, error) {
+// loadedVersion is a version the Follower loaded: its registry record and its module.
+type loadedVersion struct {
+	m *host.Module
+	v registry.Version
+}
+
+// load returns version n's module and record, loading them (the record, the bytes, the
+// compilation) unless they were before: a version once loaded costs no registry read again.
+func (f *Follower) load(ctx context.Context, n int64) (*host.Module, registry.Version, error) {
 	f.mu.Lock()
-	m, ok := f.loaded[n]
+	l, ok := f.loaded[n]
 	f.mu.Unlock()
 	if ok {
-		return m, nil
+		return l.m, l.v, nil
 	}
 	v, err := Get(ctx, f.cfg.Registry, f.cfg.Projection, n)
 	if err != nil {
-		return nil, err
+		return nil, v, err
 	}
 	b, err := f.cfg.Blobs.Get(ctx, v.SHA256)
 	if err != nil {
-		return nil, fmt.Errorf("version %d of %s: %w", n, f.cfg.Projection, err)
+		return nil, v, fmt.Errorf("version %d of %s: %w", n, f.cfg.Projection, err)
 	}
-	if m, err = f.cfg.Runtime.Load(ctx, moduleName(f.cfg.Projection, n), b, f.cfg.ModuleOptions...); err != nil {
-		return nil, fmt.Errorf("version %d of %s: %w", n, f.cfg.Projection, err)
+	m, err := f.cfg.Runtime.Load(ctx, moduleName(f.cfg.Projection, n), b, f.cfg.ModuleOptions...)
+	if err != nil {
+		return nil, v, fmt.Errorf("version %d of %s: %w", n, f.cfg.Projection, err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
 		_ = m.Close(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("%w: the follower of %s is closed", ErrConfig, f.cfg.Projection)
+		return nil, v, fmt.Errorf("%w: the follower of %s is closed", ErrConfig, f.cfg.Projection)
 	}
 	if prev, ok := f.loaded[n]; ok { // loaded concurrently
 		_ = m.Close(context.WithoutCancel(ctx))
-		return prev, nil
+		return prev.m, prev.v, nil
 	}
-	f.loaded[n], f.byName[m.Name()] = m, n
-	return m, nil
+	f.loaded[n], f.byName[m.Name()] = loadedVersion{m, v}, n
+	return m, v, nil
 }
 
 // Close closes every loaded version. The shards must no longer run (call it after the runner
@@ -347,8 +351,8 @@ func (f *Follower) Close(ctx context.Context) error {
 	mods := f.loaded
 	f.loaded = nil
 	f.mu.Unlock()
-	for _, m := range mods {
-		_ = m.Close(ctx)
+	for _, l := range mods {
+		_ = l.m.Close(ctx)
 	}
 	return nil
 }
