@@ -89,6 +89,9 @@ func ParseMemoryLimit(s string) (pages uint32, err error) {
 	}
 	b := n << sh
 	if b%65536 != 0 {
+		if b < 65536 {
+			return 0, fmt.Errorf("%w %q: %d bytes is less than one 64 KiB wasm page: at least 64KiB", ErrBadMemoryLimit, s, b)
+		}
 		return 0, fmt.Errorf("%w %q: %d bytes is not a whole number of 64 KiB wasm pages (e.g. %dKiB or %dKiB)", ErrBadMemoryLimit, s, b, b>>16<<6, (b>>16+1)<<6)
 	}
 	if err := checkMemoryLimitPages(b >> 16); err != nil {

@@ -31,6 +31,7 @@ func TestParseMemoryLimit(t *testing.T) {
 		{"128MB", 0, "decimal units are not accepted; use KiB, MiB or GiB"},
 		{"100000", 0, "100000 bytes is not a whole number of 64 KiB wasm pages (e.g. 64KiB or 128KiB)"},
 		{"100KiB", 0, "not a whole number of 64 KiB wasm pages (e.g. 64KiB or 128KiB)"},
+		{"1000", 0, "1000 bytes is less than one 64 KiB wasm page: at least 64KiB"},
 		{"0", 0, "0 pages of 64 KiB is not in 1..65536"},
 		{"5GiB", 0, "at most 4GiB"},
 		{"99999999999999999999999", 0, "at most 4GiB"},

@@ -35,8 +35,20 @@
 //     these epochs fence each other out.
 //   - Records at or below the shard's cursor are skipped (the ESM redelivers after a failure
 //     or a timeout: the cursor is the idempotency fence). The rest go through
-//     projection.Shard.Handle, then Flush (the read model's writes with their exactly-once
-//     markers, then the cursor), then Close.
+//     projection.Shard.Handle in chunks, then Flush (the read model's writes with their
+//     exactly-once markers, then the cursor), then Close.
+//   - Dead-letter replays. The shard's letters whose replay was requested (`projhost
+//     deadletters replay`) are replayed at the start of an invocation, before its batch, by the
+//     handler version the invocation runs (projection.Shard.Replay), while the time left keeps
+//     room for the batch; the requests are listed at most every Config.ReplayCheck per shard and
+//     warm container. A shard that gets no records replays nothing until it does.
+//   - Time. A chunk holds as many records as the invocation's time left could settle if the
+//     handler failed on one of them (projection.Config.FailureTime: the attempts with their
+//     backoff and the bisection, each call bounded by Config.BatchDeadline with a margin): so
+//     a record the handler keeps failing on is always dead-lettered, stopped at or handed back
+//     within one invocation, and the records before it committed. When the time left cannot
+//     settle one more record, the invocation commits and names the next record (the ESM
+//     retries from it). The function's timeout must be at least Config.MinTimeout.
 //   - Failures. Under the error policy dead-letter, the core stores an event the handler keeps
 //     failing on, whole, in the dead-letter table and goes on after it: the invocation succeeds
 //     (the ESM's own on-failure destination would get a sequence range only, not the data).
@@ -81,6 +93,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/projhost/projhost/deadletter"
 	"github.com/projhost/projhost/deploy"
 	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/host"
@@ -88,8 +101,11 @@ import (
 	"github.com/projhost/projhost/registry"
 )
 
-// DefaultReserve is the default Config.Reserve.
-const DefaultReserve = time.Second
+// Defaults of Config.
+const (
+	DefaultReserve     = time.Second
+	DefaultReplayCheck = 10 * time.Second
+)
 
 // Errors.
 var (
@@ -115,12 +131,21 @@ type Config struct {
 	// Runtime compiles and runs the modules. Required; in Lambda give it a compilation cache
 	// directory under /tmp (host.WithCacheDir), the only writable place.
 	Runtime *host.Runtime
-	// ModuleOptions are passed to Runtime.Load for every version (batch deadline, trusted).
-	ModuleOptions []host.ModuleOption
+	// BatchDeadline is how long one handler call may run (host.WithBatchDeadline); default
+	// host.DefaultBatchDeadline. Lambda mode has no trusted modules: the invocation's time is
+	// split by what a failing record can cost, which a call without a deadline makes unbounded
+	// (see MinTimeout).
+	BatchDeadline time.Duration
 	// Reserve is the time kept before an invocation's deadline (its context's) to commit what
 	// was handled and respond: the core's work stops at the deadline less Reserve (less a
 	// quarter of the time left, when that is shorter). Default DefaultReserve.
 	Reserve time.Duration
+	// ReplayCheck is how often, at most, an invocation of a shard lists the shard's dead
+	// letters whose replay was requested (`projhost deadletters replay`; a DynamoDB Query),
+	// per warm container; default DefaultReplayCheck. The requested replays are handled at the
+	// start of the shard's next invocation after that: a shard that gets no records replays
+	// nothing until it does.
+	ReplayCheck time.Duration
 }
 
 // Handler handles the invocations of one projection's function. Create it with New, once per
@@ -133,6 +158,9 @@ type Handler struct {
 
 	mu       sync.Mutex // guards follower's creation
 	follower *deploy.Follower
+
+	replayMu      sync.Mutex
+	replayChecked map[string]time.Time // shard id: when its replay requests were last listed
 }
 
 // New validates cfg (projection.Config.Validate for Core) and returns a Handler. It does no I/O:
@@ -146,10 +174,20 @@ func New(cfg Config) (*Handler, error) {
 	case cfg.Core.Stores != nil && cfg.Core.Stores.Registry == nil:
 		return nil, fmt.Errorf("%w: the stores have no module registry", ErrConfig)
 	case cfg.Reserve < 0:
-		return nil, fmt.Errorf("%w: reserve %v", ErrConfig, cfg.Reserve)
+		return nil, fmt.Errorf("%w: reserve %v: want a positive duration", ErrConfig, cfg.Reserve)
+	case cfg.ReplayCheck < 0:
+		return nil, fmt.Errorf("%w: replay check %v: want a positive duration", ErrConfig, cfg.ReplayCheck)
+	case cfg.BatchDeadline < 0:
+		return nil, fmt.Errorf("%w: batch deadline %v: want a positive duration", ErrConfig, cfg.BatchDeadline)
 	}
 	if cfg.Reserve == 0 {
 		cfg.Reserve = DefaultReserve
+	}
+	if cfg.BatchDeadline == 0 {
+		cfg.BatchDeadline = host.DefaultBatchDeadline
+	}
+	if cfg.ReplayCheck == 0 {
+		cfg.ReplayCheck = DefaultReplayCheck
 	}
 	mods := &activeModule{}
 	core := cfg.Core
@@ -159,7 +197,8 @@ func New(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	cfg.Core = proc.Config()
-	return &Handler{cfg: cfg, log: cfg.Core.Logger.With("projection", cfg.Core.Projection), proc: proc, mods: mods}, nil
+	return &Handler{cfg: cfg, log: cfg.Core.Logger.With("projection", cfg.Core.Projection), proc: proc, mods: mods,
+		replayChecked: map[string]time.Time{}}, nil
 }
 
 // Warm loads the projection's active version unless it is loaded (a deploy.Follower: the
@@ -181,7 +220,7 @@ func (h *Handler) active(ctx context.Context) (*deploy.Follower, error) {
 	}
 	st := h.cfg.Core.Stores
 	f, err := deploy.NewFollower(ctx, deploy.FollowConfig{Registry: st.Registry, Blobs: h.cfg.Blobs, Runtime: h.cfg.Runtime,
-		Projection: h.cfg.Core.Projection, ModuleOptions: h.cfg.ModuleOptions, Logger: h.cfg.Core.Logger})
+		Projection: h.cfg.Core.Projection, ModuleOptions: []host.ModuleOption{host.WithBatchDeadline(h.cfg.BatchDeadline)}, Logger: h.cfg.Core.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +309,10 @@ func (h *Handler) handle(ctx, flushCtx context.Context, log *slog.Logger, shardI
 		return "", err
 	}
 	defer sh.Close(ctx)
-	if err := sh.Handle(ctx, evs); err != nil {
+	if err := h.replay(ctx, log, sh); err != nil {
+		return sh.Committed(), err
+	}
+	if err := h.handleChunks(ctx, log, sh, evs); err != nil {
 		if !errors.Is(err, projection.ErrLost) {
 			// Commit what was handled before the failure (a no-op after Stop and a yield,
 			// which committed it; after the time ran out, what is pending).
@@ -284,18 +326,157 @@ func (h *Handler) handle(ctx, flushCtx context.Context, log *slog.Logger, shardI
 	return sh.Committed(), err
 }
 
+// replay re-handles the shard's dead letters whose replay was requested (`projhost deadletters
+// replay`), one at a time while the invocation's time left keeps room for its batch (twice
+// Config.MinTimeout), before the batch. The requests are listed at most every
+// Config.ReplayCheck per shard and container. A listing error is logged, not returned.
+func (h *Handler) replay(ctx context.Context, log *slog.Logger, sh *projection.Shard) error {
+	id := sh.Info().ShardID
+	h.replayMu.Lock()
+	due := time.Since(h.replayChecked[id]) >= h.cfg.ReplayCheck
+	if due {
+		h.replayChecked[id] = time.Now()
+	}
+	h.replayMu.Unlock()
+	if !due {
+		return nil
+	}
+	again := func() { // list them again at the next invocation
+		h.replayMu.Lock()
+		delete(h.replayChecked, id)
+		h.replayMu.Unlock()
+	}
+	ls, err := h.cfg.Core.Stores.DeadLetters.List(ctx, h.cfg.Core.Projection, deadletter.Filter{ShardID: id, State: deadletter.StateReplayRequested})
+	if err != nil {
+		log.Warn("listing requested dead-letter replays failed: the next invocation tries again", "err", err)
+		again()
+		return nil
+	}
+	dl, bounded := ctx.Deadline()
+	for i, l := range ls {
+		if bounded && time.Until(dl) < 2*h.cfg.MinTimeout() {
+			log.Info("dead-letter replays left for a later invocation: keeping the time for the batch", "replays", len(ls)-i)
+			again()
+			return nil
+		}
+		if err := sh.Replay(ctx, []deadletter.Letter{l}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validShardID reports whether id matches the Kinesis API's ShardId constraints (pattern
+// [a-zA-Z0-9_.-]+, length 1 to 128: Kinesis API reference, Shard).
+func validShardID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// errNoTime ends an invocation whose time left is shorter than what the next record could
+// take if the handler kept failing on it.
+var errNoTime = errors.New("not enough time left in the invocation for the next records if the handler fails on them: handing them back to the event source mapping")
+
+// handleChunks puts evs through sh in chunks sized so that one cycle of the error policy on
+// a chunk (projection.Config.FailureTime, with a margin) fits the time left before ctx's
+// deadline: a record the handler keeps failing on is then always isolated, and dead-lettered,
+// stopped at or handed back, within one invocation, and what comes before it is committed.
+// When the time left is too short for the next chunk of one record, it returns errNoTime (the
+// caller commits what was handled and names the next record); when it is too short for one
+// record at the invocation's start, the function's timeout is too short for the
+// configuration (Config.MinTimeout): the records go one at a time all the same, and an error
+// says what to change. Without a deadline, evs go in one piece.
+func (h *Handler) handleChunks(ctx context.Context, log *slog.Logger, sh *projection.Shard, evs []event.Event) error {
+	dl, bounded := ctx.Deadline()
+	for first := true; len(evs) > 0; first = false {
+		n := len(evs)
+		if bounded {
+			n = h.fit(time.Until(dl), evs)
+		}
+		if n == 0 && !first {
+			log.Warn(errNoTime.Error(), "records", len(evs), "time_left", time.Until(dl).Round(time.Millisecond))
+			return errNoTime
+		}
+		if n == 0 {
+			log.Error("the invocation's time is too short for one record the handler fails on: its attempts and backoff would outlast it, "+
+				"nothing of it would be committed, and the event source mapping would give it up without a dead letter; raise the function's "+
+				"timeout to at least min_timeout, or lower PROJHOST_MAX_ATTEMPTS or PROJHOST_BATCH_DEADLINE",
+				"time_left", time.Until(dl).Round(time.Millisecond), "min_timeout", h.cfg.MinTimeout())
+			n = 1
+		}
+		if err := sh.Handle(ctx, evs[:n]); err != nil {
+			return err
+		}
+		evs = evs[n:]
+	}
+	return nil
+}
+
+// callLimit is what FailureTime counts per handler call: the batch deadline, and a margin for
+// the interruption of a call at its deadline and for the host's work around a call.
+func (c Config) callLimit() time.Duration {
+	return c.BatchDeadline + c.BatchDeadline/10 + 20*time.Millisecond
+}
+
+// fit returns how many of evs (at least one, at most one handler call's MaxBatchBytes of
+// data) may go in one chunk whose failure takes at most left; 0 when not even one may.
+func (h *Handler) fit(left time.Duration, evs []event.Event) int {
+	core, call := h.cfg.Core, h.cfg.callLimit()
+	if core.FailureTime(1, call) > left {
+		return 0
+	}
+	n := 1
+	for n < len(evs) && core.FailureTime(2*n, call) <= left {
+		n *= 2
+	}
+	n = min(n, len(evs))
+	size := 0
+	for i, e := range evs[:n] {
+		if size += len(e.Data); i > 0 && size > core.MaxBatchBytes {
+			return i
+		}
+	}
+	return n
+}
+
+// MinTimeout is the shortest function timeout with which an invocation has time for one
+// record the handler keeps failing on (projection.Config.FailureTime of one record under
+// Core's policy and backoff, the batch deadline with a margin per call, and Reserve): with a
+// shorter one, such a record is never dead-lettered, stopped at or handed back, and the event
+// source mapping retries its batch until it gives it up. A timeout of a few times this lets
+// an invocation handle more records per chunk (handleChunks). Zero fields count as their
+// defaults.
+func (c Config) MinTimeout() time.Duration {
+	if c.BatchDeadline <= 0 {
+		c.BatchDeadline = host.DefaultBatchDeadline
+	}
+	if c.Reserve <= 0 {
+		c.Reserve = DefaultReserve
+	}
+	return c.Core.FailureTime(1, c.callLimit()) + c.Reserve
+}
+
 // Records returns the shard id and the events of an invocation's records, in order (Data as
 // decoded by encoding/json from base64; ArrivalMs from approximateArrivalTimestamp, to the
-// nearest millisecond, 0 when absent). Errors wrap ErrBadEvent: an eventID that is not "<shard id>:...", records of two
-// shards, a sequence number that is not a canonical decimal (event.ValidSeq), or sequence
-// numbers not increasing.
+// nearest millisecond, 0 when absent). Errors wrap ErrBadEvent: an eventID that is not
+// "<shard id>:<sequence number>" (a shard id as the Kinesis API's ShardId: 1 to 128 of
+// a-z, A-Z, 0-9, '_', '.', '-'), records of two shards, a sequence number that is not a
+// canonical decimal (event.ValidSeq) or is not the eventID's, or sequence numbers not
+// increasing.
 func Records(in events.KinesisEvent) (string, []event.Event, error) {
 	var shardID string
 	evs := make([]event.Event, 0, len(in.Records))
 	for i, r := range in.Records {
-		sid, _, found := strings.Cut(r.EventID, ":")
-		if !found || sid == "" {
-			return "", nil, fmt.Errorf("%w: record %d: eventID %q is not <shard id>:<sequence number>", ErrBadEvent, i, r.EventID)
+		sid, idSeq, found := strings.Cut(r.EventID, ":")
+		if !found || !validShardID(sid) {
+			return "", nil, fmt.Errorf("%w: record %d: eventID %q is not <shard id>:<sequence number> (a shard id is 1 to 128 of a-z, A-Z, 0-9, '_', '.', '-')", ErrBadEvent, i, r.EventID)
 		}
 		if i == 0 {
 			shardID = sid
@@ -306,6 +487,9 @@ func Records(in events.KinesisEvent) (string, []event.Event, error) {
 		k := r.Kinesis
 		if !event.ValidSeq(k.SequenceNumber) {
 			return "", nil, fmt.Errorf("%w: record %d: sequence number %q is not a decimal number", ErrBadEvent, i, k.SequenceNumber)
+		}
+		if idSeq != k.SequenceNumber {
+			return "", nil, fmt.Errorf("%w: record %d: eventID %q names another sequence number than kinesis.sequenceNumber %s", ErrBadEvent, i, r.EventID, k.SequenceNumber)
 		}
 		if i > 0 && event.CompareSeq(k.SequenceNumber, evs[i-1].Seq) <= 0 {
 			return "", nil, fmt.Errorf("%w: record %d: sequence number %s does not follow %s", ErrBadEvent, i, k.SequenceNumber, evs[i-1].Seq)

@@ -232,6 +232,12 @@ func TestRecordsBad(t *testing.T) {
 			"is not <shard id>:<sequence number>"},
 		{"bad sequence number", []events.KinesisEventRecord{{EventID: a + ":x", Kinesis: events.KinesisRecord{SequenceNumber: "x"}}},
 			`sequence number "x" is not a decimal number`},
+		{"shard id with a space", []events.KinesisEventRecord{{EventID: "shard 0:" + seqOf(0), Kinesis: events.KinesisRecord{SequenceNumber: seqOf(0)}}},
+			"is not <shard id>:<sequence number>"},
+		{"shard id over 128", []events.KinesisEventRecord{{EventID: strings.Repeat("s", 129) + ":" + seqOf(0), Kinesis: events.KinesisRecord{SequenceNumber: seqOf(0)}}},
+			"is not <shard id>:<sequence number>"},
+		{"eventID of another record", []events.KinesisEventRecord{{EventID: a + ":" + seqOf(1), Kinesis: events.KinesisRecord{SequenceNumber: seqOf(0)}}},
+			"names another sequence number than kinesis.sequenceNumber " + seqOf(0)},
 		{"out of order", []events.KinesisEventRecord{rec(a, 1), rec(a, 0)}, "does not follow"},
 		{"repeated", []events.KinesisEventRecord{rec(a, 1), rec(a, 1)}, "does not follow"},
 	} {
@@ -310,7 +316,8 @@ func TestFlights(t *testing.T) {
 // TestFailingRecord: one record (#123 of 300) always fails. Under stop and retry the response
 // names exactly it and the records before it are committed; the ESM's retry from it fails the
 // same way. Under dead-letter the invocation succeeds, the letter holds the record's data, and
-// the shard goes on.
+// the shard goes on; after a fixed handler is activated and a replay requested, the shard's next
+// invocation replays the letter.
 func TestFailingRecord(t *testing.T) {
 	fs := flightcheck.Load(t, flightcheck.DataPath("flights-2k.json"))[:300]
 	sid := shardID(3)
@@ -325,6 +332,7 @@ func TestFailingRecord(t *testing.T) {
 			h := e.handler(t, func(c *lambda.Config) {
 				c.Core.Policy = projection.Policy{OnError: pol, MaxAttempts: 2}
 				c.Core.Hooks.HandlerError = func(i projection.HandlerErrorInfo) { mu.Lock(); errs = append(errs, i); mu.Unlock() }
+				c.ReplayCheck = time.Nanosecond
 			})
 			got := invoke(t, h, recs[:200])
 			ctx := context.Background()
@@ -343,8 +351,19 @@ func TestFailingRecord(t *testing.T) {
 				require.Equal(t, arrival.Add(bad*time.Millisecond).UnixMilli(), l.ArrivalMs)
 				require.Equal(t, deadletter.StateFailed, l.State)
 				require.Contains(t, l.Error, `"delay"`)
-				require.Empty(t, invoke(t, h, recs[150:]), "the shard goes on")
-				flightcheck.Check(t, without, e.docs(t))
+				require.Empty(t, invoke(t, h, recs[150:250]), "the shard goes on")
+				flightcheck.Check(t, without[:249], e.docs(t))
+
+				// A handler that takes the malformed flight, and a replay request: the next
+				// invocation of the shard replays the letter before its batch.
+				e.deploy(t, testwasm.FlightDelaysGoLenient)
+				require.NoError(t, e.st.DeadLetters.Transition(ctx, proj, sid, seqOf(bad),
+					[]deadletter.State{deadletter.StateFailed}, deadletter.StateReplayRequested, ""))
+				require.Empty(t, invoke(t, h, recs[250:]))
+				l, err = e.st.DeadLetters.Get(ctx, proj, sid, seqOf(bad))
+				require.NoError(t, err)
+				require.Equal(t, deadletter.StateReplayed, l.State)
+				flightcheck.Check(t, fs, e.docs(t))
 				return
 			}
 			require.Equal(t, []string{seqOf(bad)}, got)
@@ -431,4 +450,108 @@ func TestActiveVersion(t *testing.T) {
 	require.Len(t, rs, 1)
 	require.Equal(t, int64(2), rs[0].Version)
 	require.Equal(t, seqOf(1), rs[0].Seq, "the switch point")
+}
+
+// deployWAT assembles the module of a .wat file of the repository, then deploys and activates
+// it.
+func (e *env) deployWAT(t *testing.T, rel string) {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(testwasm.RepoRoot(t), rel)
+	if err := testwasm.AssembleWAT(t, dir, src); err != nil {
+		t.Fatal(err)
+	}
+	wasm, err := os.ReadFile(filepath.Join(dir, strings.TrimSuffix(filepath.Base(rel), ".wat")+".wasm"))
+	require.NoError(t, err)
+	d, err := deploy.New(deploy.Config{Registry: e.st.Registry, Blobs: e.blobs, Runtime: runtime(t, t.TempDir()), SmokeEvents: -1})
+	require.NoError(t, err)
+	r, err := d.Deploy(context.Background(), proj, wasm, deploy.Options{Activate: true})
+	require.NoError(t, err)
+	require.True(t, r.Activated)
+}
+
+// TestLoopingRecordWithinTimeout: a handler that loops on two records of a 256-record batch,
+// under dead-letter, with invocations whose time (2 s) is far shorter than a failing call of
+// the whole batch takes to settle (3 attempts and 9 bisection calls of 200 ms). Each invocation
+// handles the records in chunks whose failure fits its time left, so each one commits records
+// or dead-letters one; the event source mapping's retries from the record each response names
+// reach the end, with both looping records in the dead-letter table and every other one in
+// the read model. Handing the whole batch to the core at once, every invocation would run out
+// of time bisecting toward record 0 and commit nothing.
+func TestLoopingRecordWithinTimeout(t *testing.T) {
+	e := newEnv(t, "")
+	e.deployWAT(t, "internal/e2esuite/testdata/hostile.wat")
+	var mu sync.Mutex
+	var letters []deadletter.Letter
+	h := e.handler(t, func(c *lambda.Config) {
+		c.Core.Policy = projection.Policy{OnError: projection.DeadLetter, MaxAttempts: 3}
+		c.Core.Hooks.DeadLettered = func(l deadletter.Letter) { mu.Lock(); letters = append(letters, l); mu.Unlock() }
+		c.BatchDeadline = 200 * time.Millisecond
+		c.Reserve = 300 * time.Millisecond
+	})
+	const timeout = 2 * time.Second
+	cfg := lambda.Config{Core: projection.Config{Policy: projection.Policy{MaxAttempts: 3}, RetryMin: time.Millisecond},
+		BatchDeadline: 200 * time.Millisecond, Reserve: 300 * time.Millisecond}
+	require.Less(t, cfg.MinTimeout(), timeout, "an invocation has time for one looping record")
+	require.Greater(t, cfg.Core.FailureTime(256, 200*time.Millisecond), timeout-cfg.Reserve, "but not for the whole batch")
+
+	sid := shardID(2)
+	loops := map[int]bool{0: true, 100: true}
+	recs := make([]events.KinesisEventRecord, 256)
+	for i := range recs {
+		d := fmt.Sprintf(`{"k":"a","i":%d}`, i)
+		if loops[i] {
+			d = fmt.Sprintf(`{"hostile":"loop","k":"h","i":%d}`, i)
+		}
+		recs[i] = record(sid, i, "p", []byte(d))
+	}
+	from, invocations := 0, 0
+	for from < len(recs) {
+		invocations++
+		require.LessOrEqual(t, invocations, 40, "the retries reach the end of the batch")
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		resp, err := h.Handle(ctx, events.KinesisEvent{Records: recs[from:]})
+		cancel()
+		require.NoError(t, err)
+		if len(resp.BatchItemFailures) == 0 {
+			break
+		}
+		require.Len(t, resp.BatchItemFailures, 1)
+		next := -1
+		for i := from; i < len(recs); i++ {
+			if recs[i].Kinesis.SequenceNumber == resp.BatchItemFailures[0].ItemIdentifier {
+				next = i
+			}
+		}
+		require.Greater(t, next, from, "invocation %d (from record %d) made progress", invocations, from)
+		from = next
+	}
+	t.Logf("%d invocations of at most %v", invocations, timeout)
+	seq, _ := e.cursorOf(t, sid)
+	require.Equal(t, seqOf(255), seq)
+	ls, err := e.st.DeadLetters.List(context.Background(), proj, deadletter.Filter{})
+	require.NoError(t, err)
+	require.Len(t, ls, 2)
+	for i, n := range []int{0, 100} {
+		require.Equal(t, seqOf(n), ls[i].Seq)
+		require.Equal(t, recs[n].Kinesis.Data, ls[i].Data)
+		require.Equal(t, projection.KindDeadline, ls[i].ErrorKind)
+	}
+	mu.Lock()
+	require.Len(t, letters, 2)
+	mu.Unlock()
+	docs := e.docs(t)
+	require.Len(t, docs, 254)
+	got := map[string]string{}
+	for _, d := range docs {
+		got[d.Collection+"/"+d.Key] = string(d.Doc)
+	}
+	for i, r := range recs {
+		k := "events/" + sid + "/" + seqOf(i)
+		if loops[i] {
+			require.NotContains(t, got, k)
+			continue
+		}
+		require.JSONEq(t, string(r.Kinesis.Data), got[k], k)
+	}
 }

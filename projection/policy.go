@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/projhost/projhost/deadletter"
@@ -367,4 +368,39 @@ func (s *Shard) CheckResumed(ctx context.Context) (bool, error) {
 	s.stopped = ""
 	s.log.Info("shard resumed", "cursor", s.pend.seq)
 	return true, nil
+}
+
+// FailureTime is the longest the core spends on a range of n events (n >= 1) that one handler
+// call takes (at most MaxBatchBytes of data) when the handler keeps failing on one of them,
+// before the error policy acts on that event (Stop, DeadLetter, or Retry with
+// ShardOptions.YieldRetries; plain Retry never gives up), given that one handler call runs
+// at most call (the module's batch deadline): Policy.MaxAttempts calls with the backoffs
+// between them (RetryMin, doubling up to RetryMax), then the bisection that finds the failing
+// event, ceil(log2 n) calls, and one more to confirm it alone. Zero fields of c count as
+// their defaults. It leaves out the store's time (the commit before the retries, the dead
+// letter's write) and the handler's own successes before and after the failing event: a
+// caller with a deadline (Lambda mode) keeps a margin.
+func (c Config) FailureTime(n int, call time.Duration) time.Duration {
+	attempts := c.Policy.MaxAttempts
+	if attempts <= 0 {
+		attempts = DefaultMaxAttempts
+	}
+	backoff, maxBackoff := c.RetryMin, c.RetryMax
+	if backoff <= 0 {
+		backoff = DefaultRetryMin
+	}
+	if maxBackoff <= 0 {
+		maxBackoff = DefaultRetryMax
+	}
+	maxBackoff = max(maxBackoff, backoff)
+	calls := attempts
+	if n > 1 {
+		calls += bits.Len(uint(n-1)) + 1 // ceil(log2 n) probes, then the confirmation
+	}
+	t := time.Duration(calls) * call
+	for i := 1; i < attempts; i++ {
+		t += backoff
+		backoff = min(backoff*2, maxBackoff)
+	}
+	return t
 }

@@ -38,29 +38,44 @@ func TestParseEnv(t *testing.T) {
 	require.Equal(t, slog.LevelInfo, s.logLevel)
 
 	s, err = parseEnv(env("PROJHOST_ON_ERROR", "dead-letter", "PROJHOST_MAX_ATTEMPTS", "3", "PROJHOST_MEMORY_LIMIT", "256MiB",
-		"PROJHOST_TRUSTED", "true", "PROJHOST_LOG_LEVEL", "debug", "PROJHOST_S3_ENDPOINT", "http://127.0.0.1:4569"))
+		"PROJHOST_TRUSTED", "false", "PROJHOST_LOG_LEVEL", "debug", "PROJHOST_S3_ENDPOINT", "http://127.0.0.1:4569",
+		"PROJHOST_REGION", "eu-west-1", "PROJHOST_CACHE_DIR", "/tmp/cache"))
 	require.NoError(t, err)
 	require.Equal(t, projection.Policy{OnError: projection.DeadLetter, MaxAttempts: 3}, s.policy)
 	require.Equal(t, uint32(4096), s.memPages)
-	require.True(t, s.trusted)
+	require.Equal(t, "eu-west-1", s.region)
+	require.Equal(t, "/tmp/cache", s.cacheDir)
+	// 3 calls of 5s (plus a tenth and 20ms each), 100ms + 200ms of backoff, 1s of reserve.
+	require.Equal(t, 3*(5500+20)*time.Millisecond+300*time.Millisecond+time.Second, s.lambdaConfig().MinTimeout())
 
-	for _, c := range []struct{ kv []string }{
-		{[]string{"PROJHOST_PROJECTION", ""}},
-		{[]string{"PROJHOST_MODULE_STORE", ""}},
-		{[]string{"PROJHOST_MODULE_STORE", "/var/modules"}},
-		{[]string{"PROJHOST_MODULE_STORE", "s3://Bad_Bucket"}},
-		{[]string{"PROJHOST_DYNAMODB_ENDPOINT", "127.0.0.1:4567"}},
-		{[]string{"PROJHOST_S3_ENDPOINT", "ftp://x"}},
-		{[]string{"PROJHOST_ON_ERROR", "skip"}},
-		{[]string{"PROJHOST_MAX_ATTEMPTS", "0"}},
-		{[]string{"PROJHOST_MEMORY_LIMIT", "5GiB"}},
-		{[]string{"PROJHOST_BATCH_DEADLINE", "10us"}},
-		{[]string{"PROJHOST_TRUSTED", "maybe"}},
-		{[]string{"PROJHOST_RESERVE", "-1s"}},
-		{[]string{"PROJHOST_LOG_LEVEL", "loud"}},
+	for _, c := range []struct {
+		kv   []string
+		want string // and the variable's name
+	}{
+		{[]string{"PROJHOST_PROJECTION", ""}, "required"},
+		{[]string{"PROJHOST_MODULE_STORE", ""}, "required"},
+		{[]string{"PROJHOST_MODULE_STORE", "/var/modules"}, "s3://"},
+		{[]string{"PROJHOST_MODULE_STORE", "s3://Bad_Bucket"}, "bucket"},
+		{[]string{"PROJHOST_DYNAMODB_ENDPOINT", "127.0.0.1:4567"}, "want an http:// or https:// URL"},
+		{[]string{"PROJHOST_S3_ENDPOINT", "ftp://x"}, "want an http:// or https:// URL"},
+		{[]string{"PROJHOST_ON_ERROR", "skip"}, "unknown error policy"},
+		{[]string{"PROJHOST_MAX_ATTEMPTS", "0"}, "at least 1"},
+		{[]string{"PROJHOST_MEMORY_LIMIT", "5GiB"}, "at most 4GiB"},
+		{[]string{"PROJHOST_BATCH_DEADLINE", "10us"}, "at least 1ms"},
+		{[]string{"PROJHOST_TRUSTED", "maybe"}, "want false"},
+		{[]string{"PROJHOST_TRUSTED", "true"}, "runs no trusted module"},
+		{[]string{"PROJHOST_PROJECTION", "a\nb"}, "control character"},
+		{[]string{"PROJHOST_REGION", "us east 1"}, "want an AWS region"},
+		{[]string{"PROJHOST_REGION", "-us-east-1"}, "want an AWS region"},
+		{[]string{"PROJHOST_CACHE_DIR", "cache"}, "want an absolute directory"},
+		{[]string{"PROJHOST_MAX_ATTEMPTS", "1000000"}, "over Lambda's 15m0s maximum timeout"},
+		{[]string{"PROJHOST_BATCH_DEADLINE", "5m"}, "over Lambda's 15m0s maximum timeout"},
+		{[]string{"PROJHOST_RESERVE", "-1s"}, "positive duration"},
+		{[]string{"PROJHOST_LOG_LEVEL", "loud"}, "use debug, info, warn or error"},
 	} {
 		_, err := parseEnv(env(c.kv...))
-		require.ErrorContains(t, err, c.kv[0]+":", "%v", c.kv)
+		require.ErrorContains(t, err, c.kv[0], "%v", c.kv)
+		require.ErrorContains(t, err, c.want, "%v", c.kv)
 	}
 }
 

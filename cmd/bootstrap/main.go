@@ -33,15 +33,27 @@
 //	                           invocation (default 5)
 //	PROJHOST_MEMORY_LIMIT      a handler instance's memory cap, e.g. 256MiB (default 128MiB)
 //	PROJHOST_BATCH_DEADLINE    how long one handler call may run (default 5s)
-//	PROJHOST_TRUSTED           true: no batch deadline (default false)
-//	PROJHOST_CACHE_DIR         the compilation cache (default /tmp/projhost/wazero: /tmp is the
-//	                           only writable directory in Lambda; it survives warm starts)
+//	PROJHOST_TRUSTED           false, or unset: Lambda mode refuses true (a call without a
+//	                           deadline could use the invocation's whole time)
+//	PROJHOST_CACHE_DIR         the compilation cache, an absolute path (default
+//	                           /tmp/projhost/wazero: /tmp is the only writable directory in
+//	                           Lambda; it survives warm starts)
 //	PROJHOST_RESERVE           time kept before an invocation's deadline to commit and respond
 //	                           (default 1s)
 //	PROJHOST_LOG_LEVEL         debug, info (default), warn or error; logs are JSON lines on
 //	                           stderr (CloudWatch Logs)
 //
 // Credentials are the AWS default chain's (the function's role in Lambda).
+//
+// The function's timeout must leave time for one record the handler keeps failing on:
+// PROJHOST_MAX_ATTEMPTS calls of up to PROJHOST_BATCH_DEADLINE with their backoff, and
+// PROJHOST_RESERVE (lambda.Config.MinTimeout; the bootstrap logs it as min_timeout when ready,
+// and refuses a configuration whose minimum is over Lambda's 15-minute maximum). Each
+// invocation handles its records in chunks that fit the time it has left (see package lambda).
+//
+// Start-up checks, each ending the process with a message naming what to fix: the environment,
+// AWS_LAMBDA_RUNTIME_API (set by Lambda and by the Runtime Interface Emulator), the DynamoDB
+// tables of PROJHOST_TABLE_PREFIX, the module store's bucket, the compilation cache.
 package main
 
 import (
@@ -49,6 +61,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	awslambda "github.com/aws/aws-lambda-go/lambda"
 )
@@ -57,6 +70,11 @@ func main() {
 	s, err := parseEnv(os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bootstrap:", err)
+		os.Exit(2)
+	}
+	if os.Getenv("AWS_LAMBDA_RUNTIME_API") == "" {
+		fmt.Fprintln(os.Stderr, "bootstrap: AWS_LAMBDA_RUNTIME_API is not set: this program is an AWS Lambda function's bootstrap; "+
+			"run it in Lambda, under the Runtime Interface Emulator (aws-lambda-rie), or with `sam local invoke`")
 		os.Exit(2)
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: s.logLevel}))
@@ -72,7 +90,8 @@ func main() {
 	if err := h.Warm(ctx); err != nil {
 		logger.Error("bootstrap: the active handler version cannot be loaded yet: the invocations will try again", "err", err)
 	} else {
-		logger.Info("bootstrap: ready", "projection", s.projection, "version", h.Version().Number)
+		logger.Info("bootstrap: ready", "projection", s.projection, "version", h.Version().Number,
+			"min_timeout", s.lambdaConfig().MinTimeout().Round(time.Millisecond).String())
 	}
 	awslambda.Start(h.Handle)
 }

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -234,16 +235,20 @@ type Describer interface {
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 }
 
-// CheckTables reports whether the five tables of prefix exist with projhost's key schema (one
-// DescribeTable each). Errors: ErrBadPrefix; ErrNoTables (wrapped, naming the missing tables);
-// a table with another key schema; any other DynamoDB error (wrapped).
-func CheckTables(ctx context.Context, client Describer, prefix string) error {
+// CheckTables reports whether the five tables of prefix, but those of the suffixes in skip,
+// exist with projhost's key schema (one DescribeTable each). Errors: ErrBadPrefix; ErrNoTables
+// (wrapped, naming the missing tables); a table with another key schema; any other DynamoDB
+// error (wrapped).
+func CheckTables(ctx context.Context, client Describer, prefix string, skip ...string) error {
 	defs, err := Definitions(prefix)
 	if err != nil {
 		return err
 	}
 	var missing []string
 	for _, d := range defs {
+		if slices.ContainsFunc(skip, func(suffix string) bool { return *d.TableName == prefix+suffix }) {
+			continue
+		}
 		out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: d.TableName})
 		var nf *types.ResourceNotFoundException
 		switch {

@@ -183,6 +183,11 @@ func TestCheckTables(t *testing.T) {
 	if !errors.Is(err, dynamotables.ErrNoTables) || !strings.Contains(err.Error(), "never-created-leases") {
 		t.Fatalf("CheckTables of missing tables = %v, want ErrNoTables naming them", err)
 	}
+	err = dynamotables.CheckTables(ctx, c, "never-created-", dynamotables.LeasesSuffix)
+	if !errors.Is(err, dynamotables.ErrNoTables) || strings.Contains(err.Error(), "never-created-leases") ||
+		!strings.Contains(err.Error(), "never-created-cursors, never-created-readmodel, never-created-deadletters, never-created-modules") {
+		t.Fatalf("CheckTables of missing tables but the leases = %v, want ErrNoTables naming the four others", err)
+	}
 	_, prefix := dynamotest.Tables(t)
 	if err := dynamotables.CheckTables(ctx, c, prefix); err != nil {
 		t.Fatalf("CheckTables of created tables = %v", err)

@@ -2,11 +2,14 @@ package samtemplate_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/awslabs/goformation/v7"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/projhost/projhost/internal/dynamotables"
 	"github.com/projhost/projhost/lambda"
+	"github.com/projhost/projhost/projection"
 )
 
 const templatePath = "../../template.yaml"
@@ -181,7 +185,6 @@ func TestFunction(t *testing.T) {
 	require.Equal(t, "makefile", f.AWSCloudFormationMetadata["BuildMethod"])
 	require.NotNil(t, f.MemorySize)
 	require.NotNil(t, f.Timeout)
-	require.Greater(t, *f.Timeout, 10, "the batch deadline (5s) and the reserve (1s) fit")
 	require.Equal(t, "IsLambda", f.AWSCloudFormationCondition)
 	require.Nil(t, f.Policies, "policies are on the role")
 
@@ -200,6 +203,30 @@ func TestFunction(t *testing.T) {
 	conds := tpl["Conditions"].(obj)
 	require.Equal(t, obj{"Fn::Equals": []any{obj{"Ref": "Mode"}, "lambda"}}, conds["IsLambda"])
 	require.Equal(t, obj{"Fn::Equals": []any{obj{"Ref": "Mode"}, "container"}}, conds["IsContainer"])
+}
+
+// TestFunctionTimeout: with the parameters' defaults, the function's timeout leaves time for
+// one record the handler keeps failing on (lambda.Config.MinTimeout) three times over, so an
+// invocation handles its records in chunks of some size (lambda's handleChunks); and the
+// environment carries the attempts and the deadline the minimum is computed from.
+func TestFunctionTimeout(t *testing.T) {
+	params := raw(t)["Parameters"].(obj)
+	def := func(name string) string { return fmt.Sprint(params[name].(obj)["Default"]) }
+	attempts, err := strconv.Atoi(def("MaxAttempts"))
+	require.NoError(t, err)
+	deadline, err := time.ParseDuration(def("BatchDeadline"))
+	require.NoError(t, err)
+	timeout, err := strconv.Atoi(def("FunctionTimeout"))
+	require.NoError(t, err)
+	min := lambda.Config{Core: projection.Config{Policy: projection.Policy{MaxAttempts: attempts}}, BatchDeadline: deadline}.MinTimeout()
+	require.LessOrEqual(t, 3*min, time.Duration(timeout)*time.Second, "minimum %v", min)
+	require.Equal(t, float64(900), params["FunctionTimeout"].(obj)["MaxValue"], "Lambda's maximum timeout")
+
+	fn := props(t, raw(t), "ProjectionFunction")
+	require.Equal(t, obj{"Ref": "FunctionTimeout"}, fn["Timeout"])
+	vars := fn["Environment"].(obj)["Variables"].(obj)
+	require.Equal(t, obj{"Ref": "MaxAttempts"}, vars[lambda.EnvMaxAttempts])
+	require.Equal(t, obj{"Ref": "BatchDeadline"}, vars[lambda.EnvBatchDeadline])
 }
 
 // TestFunctionEnvironment: the function sets only variables cmd/bootstrap reads, and every one
@@ -478,6 +505,8 @@ func TestContainerMode(t *testing.T) {
 		{"--module-store", obj{"Fn::Sub": "s3://${ModuleBucket}"}},
 		{"--name", obj{"Ref": "ProjectionName"}},
 		{"--on-error", obj{"Ref": "OnError"}},
+		{"--max-attempts", obj{"Ref": "MaxAttempts"}},
+		{"--batch-deadline", obj{"Ref": "BatchDeadline"}},
 	} {
 		require.Equal(t, c.want, flags[c.flag], c.flag)
 	}

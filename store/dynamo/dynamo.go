@@ -120,3 +120,13 @@ func CheckTables(ctx context.Context, cfg Config) error {
 	}
 	return dynamotables.CheckTables(ctx, c, cfg.prefix())
 }
+
+// CheckTablesWithoutLeases is CheckTables for Lambda mode, which holds no leases: the leases
+// table is not described (the function's role has no access to it).
+func CheckTablesWithoutLeases(ctx context.Context, cfg Config) error {
+	c, err := cfg.client(ctx)
+	if err != nil {
+		return err
+	}
+	return dynamotables.CheckTables(ctx, c, cfg.prefix(), dynamotables.LeasesSuffix)
+}
