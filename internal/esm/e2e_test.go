@@ -111,7 +111,7 @@ func (le *lambdaEnv) emulator(t *testing.T, name, proj, cacheDir string, extra .
 	f, err := os.Create(logPath)
 	require.NoError(t, err)
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + le.dir, "TMPDIR=" + os.TempDir(), "AWS_REGION=us-east-1",
-		"AWS_LAMBDA_FUNCTION_TIMEOUT=120", "PROJHOST_PROJECTION=" + proj, "PROJHOST_MODULE_STORE=s3://" + le.bucket + "/modules/",
+		"AWS_LAMBDA_FUNCTION_TIMEOUT=60", "PROJHOST_PROJECTION=" + proj, "PROJHOST_MODULE_STORE=s3://" + le.bucket + "/modules/",
 		"PROJHOST_TABLE_PREFIX=" + le.prefix, "PROJHOST_DYNAMODB_ENDPOINT=" + dynamotest.Endpoint(t),
 		"PROJHOST_S3_ENDPOINT=" + s3test.Endpoint(t), "PROJHOST_CACHE_DIR=" + cacheDir, "PROJHOST_LOG_LEVEL=warn"}
 	e, err := esm.StartEmulator(esm.EmulatorConfig{RIE: le.rie, Bootstrap: le.bootstrap, Env: append(env, extra...), Output: f})
@@ -231,7 +231,7 @@ func TestEmulator(t *testing.T) {
 	t.Logf("%d flights put in %v", len(fs), time.Since(start).Round(time.Millisecond))
 
 	cache := t.TempDir()
-	ls, emus, invokers := le.shardEmulators(ctx, t, kc, arn, shards, proj, cache, "PROJHOST_ON_ERROR=retry", "PROJHOST_MAX_ATTEMPTS=2")
+	ls, emus, invokers := le.shardEmulators(ctx, t, kc, arn, shards, proj, cache, "PROJHOST_ON_ERROR=retry", "PROJHOST_MAX_ATTEMPTS=3")
 	victim := aws.ToString(ls[0].ShardId)
 
 	// Phase 1: the stream to its tip, shard 0's bootstrap killed mid-batch.
