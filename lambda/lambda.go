@@ -87,6 +87,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -327,8 +328,8 @@ func (h *Handler) handle(ctx, flushCtx context.Context, log *slog.Logger, shardI
 }
 
 // replay re-handles the shard's dead letters whose replay was requested (`projhost deadletters
-// replay`), one at a time while the invocation's time left keeps room for its batch (twice
-// Config.MinTimeout), before the batch. The requests are listed at most every
+// replay`), one at a time while the invocation's time left keeps room for a handler call and
+// then one failing record of its batch, before the batch. The requests are listed at most every
 // Config.ReplayCheck per shard and container. A listing error is logged, not returned.
 func (h *Handler) replay(ctx context.Context, log *slog.Logger, sh *projection.Shard) error {
 	id := sh.Info().ShardID
@@ -354,8 +355,9 @@ func (h *Handler) replay(ctx context.Context, log *slog.Logger, sh *projection.S
 	}
 	dl, bounded := ctx.Deadline()
 	for i, l := range ls {
-		if bounded && time.Until(dl) < 2*h.cfg.MinTimeout() {
-			log.Info("dead-letter replays left for a later invocation: keeping the time for the batch", "replays", len(ls)-i)
+		if bounded && time.Until(dl) < satAdd(h.cfg.callLimit(), h.cfg.Core.FailureTime(1, h.cfg.callLimit())) {
+			log.Warn("dead-letter replays left for a later invocation: keeping the time for the batch (a function timeout of at least MinTimeout leaves time for one per invocation)",
+				"replays", len(ls)-i)
 			again()
 			return nil
 		}
@@ -420,9 +422,18 @@ func (h *Handler) handleChunks(ctx context.Context, log *slog.Logger, sh *projec
 }
 
 // callLimit is what FailureTime counts per handler call: the batch deadline, and a margin for
-// the interruption of a call at its deadline and for the host's work around a call.
+// the interruption of a call at its deadline and for the host's work around a call
+// (saturating at the largest time.Duration).
 func (c Config) callLimit() time.Duration {
-	return c.BatchDeadline + c.BatchDeadline/10 + 20*time.Millisecond
+	return satAdd(satAdd(c.BatchDeadline, c.BatchDeadline/10), 20*time.Millisecond)
+}
+
+// satAdd is a+b (both >= 0), or the largest time.Duration when that overflows.
+func satAdd(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // fit returns how many of evs (at least one, at most one handler call's MaxBatchBytes of
@@ -447,12 +458,14 @@ func (h *Handler) fit(left time.Duration, evs []event.Event) int {
 }
 
 // MinTimeout is the shortest function timeout with which an invocation has time for one
-// record the handler keeps failing on (projection.Config.FailureTime of one record under
-// Core's policy and backoff, the batch deadline with a margin per call, and Reserve): with a
-// shorter one, such a record is never dead-lettered, stopped at or handed back, and the event
-// source mapping retries its batch until it gives it up. A timeout of a few times this lets
-// an invocation handle more records per chunk (handleChunks). Zero fields count as their
-// defaults.
+// handler call (a requested dead-letter replay, or the first records of its batch) and then
+// for one record the handler keeps failing on (projection.Config.FailureTime of one record
+// under Core's policy and backoff, each call bounded by the batch deadline with a margin),
+// and Reserve. With a shorter one, such a record may never be dead-lettered, stopped at or
+// handed back: the event source mapping retries its batch until it gives it up. A timeout of
+// a few times this lets an invocation handle more records per chunk (the package
+// documentation, Time). Zero fields count as their defaults; the sum saturates at the largest
+// time.Duration.
 func (c Config) MinTimeout() time.Duration {
 	if c.BatchDeadline <= 0 {
 		c.BatchDeadline = host.DefaultBatchDeadline
@@ -460,7 +473,7 @@ func (c Config) MinTimeout() time.Duration {
 	if c.Reserve <= 0 {
 		c.Reserve = DefaultReserve
 	}
-	return c.Core.FailureTime(1, c.callLimit()) + c.Reserve
+	return satAdd(satAdd(c.Core.FailureTime(1, c.callLimit()), c.callLimit()), c.Reserve)
 }
 
 // Records returns the shard id and the events of an invocation's records, in order (Data as

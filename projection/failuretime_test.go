@@ -3,6 +3,7 @@ package projection_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -25,15 +26,22 @@ func TestFailureTime(t *testing.T) {
 	}{
 		// Defaults: 5 attempts, backoff 100ms, 200ms, 400ms, 800ms.
 		{projection.Config{}, 1, 5 * s, 25*s + 1500*time.Millisecond},
-		{projection.Config{}, 2, 5 * s, 35*s + 1500*time.Millisecond},    // 1 probe, 1 confirmation
-		{projection.Config{}, 500, 5 * s, 75*s + 1500*time.Millisecond},  // 9 probes
-		{projection.Config{}, 512, 5 * s, 75*s + 1500*time.Millisecond},  // 9
-		{projection.Config{}, 513, 5 * s, 80*s + 1500*time.Millisecond},  // 10
+		{projection.Config{}, 2, 5 * s, 35*s + 1500*time.Millisecond},   // 1 probe, 1 confirmation
+		{projection.Config{}, 500, 5 * s, 75*s + 1500*time.Millisecond}, // 9 probes
+		{projection.Config{}, 512, 5 * s, 75*s + 1500*time.Millisecond}, // 9
+		{projection.Config{}, 513, 5 * s, 80*s + 1500*time.Millisecond}, // 10
 		{projection.Config{Policy: projection.Policy{MaxAttempts: 1}}, 1, s, s},
 		{projection.Config{Policy: projection.Policy{MaxAttempts: 3}, RetryMin: time.Millisecond}, 4, 200 * time.Millisecond,
 			6*200*time.Millisecond + 3*time.Millisecond},
 		// The backoff stops doubling at RetryMax.
 		{projection.Config{Policy: projection.Policy{MaxAttempts: 6}, RetryMin: s, RetryMax: 3 * s}, 1, 0, s + 2*s + 3*s + 3*s + 3*s},
+		// Saturated, not overflowed, and without a loop per attempt.
+		{projection.Config{Policy: projection.Policy{MaxAttempts: math.MaxInt}}, 1, 5 * s, math.MaxInt64},
+		{projection.Config{Policy: projection.Policy{MaxAttempts: 300_000_000}}, 1, 0, 100*time.Millisecond + 200*time.Millisecond +
+			400*time.Millisecond + 800*time.Millisecond + 1600*time.Millisecond + 3200*time.Millisecond + 6400*time.Millisecond +
+			(300_000_000-8)*10*s},
+		{projection.Config{}, 1, math.MaxInt64 / 2, math.MaxInt64},
+		{projection.Config{RetryMin: math.MaxInt64 / 2, RetryMax: math.MaxInt64}, 1, 0, math.MaxInt64},
 		// RetryMax under RetryMin counts as RetryMin, as Validate makes it.
 		{projection.Config{Policy: projection.Policy{MaxAttempts: 3}, RetryMin: 2 * s, RetryMax: s}, 1, 0, 4 * s},
 	} {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"time"
 
@@ -379,7 +380,8 @@ func (s *Shard) CheckResumed(ctx context.Context) (bool, error) {
 // event, ceil(log2 n) calls, and one more to confirm it alone. Zero fields of c count as
 // their defaults. It leaves out the store's time (the commit before the retries, the dead
 // letter's write) and the handler's own successes before and after the failing event: a
-// caller with a deadline (Lambda mode) keeps a margin.
+// caller with a deadline (Lambda mode) keeps a margin. The sum saturates at the largest
+// time.Duration rather than overflow.
 func (c Config) FailureTime(n int, call time.Duration) time.Duration {
 	attempts := c.Policy.MaxAttempts
 	if attempts <= 0 {
@@ -397,10 +399,33 @@ func (c Config) FailureTime(n int, call time.Duration) time.Duration {
 	if n > 1 {
 		calls += bits.Len(uint(n-1)) + 1 // ceil(log2 n) probes, then the confirmation
 	}
-	t := time.Duration(calls) * call
+	t := satMul(max(call, 0), calls)
 	for i := 1; i < attempts; i++ {
-		t += backoff
-		backoff = min(backoff*2, maxBackoff)
+		if backoff == maxBackoff { // the rest of the waits are all maxBackoff
+			return satAdd(t, satMul(maxBackoff, attempts-i))
+		}
+		t = satAdd(t, backoff)
+		if backoff > maxBackoff/2 {
+			backoff = maxBackoff
+		} else {
+			backoff *= 2
+		}
 	}
 	return t
+}
+
+// satMul is d*n (d, n >= 0), or the largest time.Duration when that overflows.
+func satMul(d time.Duration, n int) time.Duration {
+	if n != 0 && d > math.MaxInt64/time.Duration(n) {
+		return math.MaxInt64
+	}
+	return d * time.Duration(n)
+}
+
+// satAdd is a+b (both >= 0), or the largest time.Duration when that overflows.
+func satAdd(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

@@ -328,9 +328,12 @@ func (s *Shard) flush(ctx context.Context) error {
 	if s.pend.empty() {
 		return nil
 	}
-	if s.replayTo != "" && event.CompareSeq(s.pend.seq, s.replayTo) < 0 {
-		return nil // never commit part of an interrupted write's range
-	}
+	// Inside an interrupted write's range (replayTo), a commit may end before its high-water
+	// mark (Lambda mode: the ESM delivers part of the range again, e.g. after bisecting the
+	// batch): the items the interrupted write reached carry its mark and keep their value; the
+	// others get the value at pend.seq. A commit never spans the mark (handle commits the range
+	// alone, ending exactly at it), which would lose the events after the mark on the items
+	// the interrupted write reached.
 	w := readmodel.Write{Projection: s.info.Projection, ShardID: s.info.ShardID, Epoch: s.info.Epoch,
 		Seq: s.pend.seq, Mutations: s.pend.muts}
 	if err := s.commitRetry(ctx, w); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -24,6 +25,14 @@ const DefaultCacheDir = "/tmp/projhost/wazero"
 // MaxTimeout is the longest timeout a Lambda function may have (15 minutes: AWS Lambda quotas,
 // "Function timeout").
 const MaxTimeout = 15 * time.Minute
+
+// fmtLong formats a long duration to the second, or as "ever" when it saturated.
+func fmtLong(d time.Duration) string {
+	if d == math.MaxInt64 {
+		return "ever"
+	}
+	return d.Round(time.Second).String()
+}
 
 // validRegion reports whether r can be an AWS region: what the AWS SDK accepts in an endpoint's
 // host name (a DNS label: letters, digits and '-', not at either end, at most 63).
@@ -117,8 +126,9 @@ func parseEnv(getenv func(string) string) (settings, error) {
 	}
 	s.cacheDir = or(s.cacheDir, DefaultCacheDir)
 	if min := s.lambdaConfig().MinTimeout(); min > MaxTimeout {
-		return bad(lambda.EnvMaxAttempts+" and "+lambda.EnvBatchDeadline, fmt.Errorf("%d attempts of up to %v (%s) need an invocation of at least %v to settle one failing record, over Lambda's %v maximum timeout: lower them",
-			cmp.Or(s.policy.MaxAttempts, projection.DefaultMaxAttempts), s.deadline, lambda.EnvBatchDeadline, min.Round(time.Second), MaxTimeout))
+		return bad(lambda.EnvMaxAttempts+", "+lambda.EnvBatchDeadline+" and "+lambda.EnvReserve,
+			fmt.Errorf("%d attempts of up to %v and a reserve of %v need an invocation of at least %v to settle one failing record, over Lambda's %v maximum timeout: lower them",
+				cmp.Or(s.policy.MaxAttempts, projection.DefaultMaxAttempts), s.deadline, s.reserve, fmtLong(min), MaxTimeout))
 	}
 	return s, nil
 }

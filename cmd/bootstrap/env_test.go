@@ -45,8 +45,9 @@ func TestParseEnv(t *testing.T) {
 	require.Equal(t, uint32(4096), s.memPages)
 	require.Equal(t, "eu-west-1", s.region)
 	require.Equal(t, "/tmp/cache", s.cacheDir)
-	// 3 calls of 5s (plus a tenth and 20ms each), 100ms + 200ms of backoff, 1s of reserve.
-	require.Equal(t, 3*(5500+20)*time.Millisecond+300*time.Millisecond+time.Second, s.lambdaConfig().MinTimeout())
+	// One call, then 3 calls of 5s (plus a tenth and 20ms each) with 100ms + 200ms of backoff,
+	// then 1s of reserve.
+	require.Equal(t, 4*(5500+20)*time.Millisecond+300*time.Millisecond+time.Second, s.lambdaConfig().MinTimeout())
 
 	for _, c := range []struct {
 		kv   []string
@@ -70,6 +71,10 @@ func TestParseEnv(t *testing.T) {
 		{[]string{"PROJHOST_CACHE_DIR", "cache"}, "want an absolute directory"},
 		{[]string{"PROJHOST_MAX_ATTEMPTS", "1000000"}, "over Lambda's 15m0s maximum timeout"},
 		{[]string{"PROJHOST_BATCH_DEADLINE", "5m"}, "over Lambda's 15m0s maximum timeout"},
+		{[]string{"PROJHOST_MAX_ATTEMPTS", "9223372036854775807"}, "need an invocation of at least ever"},
+		{[]string{"PROJHOST_MAX_ATTEMPTS", "3000000000"}, "over Lambda's 15m0s maximum timeout"},
+		{[]string{"PROJHOST_BATCH_DEADLINE", "2562047h"}, "over Lambda's 15m0s maximum timeout"},
+		{[]string{"PROJHOST_RESERVE", "20m"}, "and a reserve of 20m0s need"},
 		{[]string{"PROJHOST_RESERVE", "-1s"}, "positive duration"},
 		{[]string{"PROJHOST_LOG_LEVEL", "loud"}, "use debug, info, warn or error"},
 	} {
