@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -171,5 +172,6 @@ func build(ctx context.Context, s settings, logger *slog.Logger) (*lambda.Handle
 	}
 	cfg := s.lambdaConfig()
 	cfg.Core.Stores, cfg.Core.Logger, cfg.Blobs, cfg.Runtime = st, logger, blobs, rt
+	cfg.Metrics = os.Stdout // one EMF line per invocation (lambda.EMFNamespace); the logs go to stderr
 	return lambda.New(cfg)
 }
