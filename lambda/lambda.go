@@ -86,6 +86,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"strings"
@@ -147,6 +148,11 @@ type Config struct {
 	// start of the shard's next invocation after that: a shard that gets no records replays
 	// nothing until it does.
 	ReplayCheck time.Duration
+	// Metrics, when set, receives one CloudWatch embedded-metric-format (EMF) JSON line per
+	// invocation with records: the figures of package prom, per invocation (see EMFNamespace
+	// for the line's metrics). cmd/bootstrap gives os.Stdout, which Lambda sends to CloudWatch
+	// Logs. Default nil: no metrics.
+	Metrics io.Writer
 }
 
 // Handler handles the invocations of one projection's function. Create it with New, once per
@@ -162,6 +168,8 @@ type Handler struct {
 
 	replayMu      sync.Mutex
 	replayChecked map[string]time.Time // shard id: when its replay requests were last listed
+
+	emf *emfRecorder // nil without Config.Metrics
 }
 
 // New validates cfg (projection.Config.Validate for Core) and returns a Handler. It does no I/O:
@@ -193,13 +201,18 @@ func New(cfg Config) (*Handler, error) {
 	mods := &activeModule{}
 	core := cfg.Core
 	core.Modules = mods
+	var emf *emfRecorder
+	if cfg.Metrics != nil {
+		emf = newEMFRecorder(cfg.Metrics)
+		core.Hooks = projection.Chain(core.Hooks, emf.hooks())
+	}
 	proc, err := projection.New(core)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	cfg.Core = proc.Config()
 	return &Handler{cfg: cfg, log: cfg.Core.Logger.With("projection", cfg.Core.Projection), proc: proc, mods: mods,
-		replayChecked: map[string]time.Time{}}, nil
+		replayChecked: map[string]time.Time{}, emf: emf}, nil
 }
 
 // Warm loads the projection's active version unless it is loaded (a deploy.Follower: the
@@ -265,6 +278,9 @@ func (h *Handler) Handle(ctx context.Context, in events.KinesisEvent) (events.Ki
 	work, flushCtx, cancel := h.budget(ctx)
 	defer cancel()
 	committed, err := h.handle(work, flushCtx, log, shardID, evs)
+	if h.emf != nil {
+		h.emf.emit(log, h.cfg.Core.Projection, shardID, evs, committed)
+	}
 	for _, e := range evs {
 		if event.CompareSeq(e.Seq, committed) > 0 {
 			log.Error("batch not committed in full: reporting the first uncommitted record", "seq", e.Seq, "first", evs[0].Seq,

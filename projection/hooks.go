@@ -74,6 +74,9 @@ type BatchInfo struct {
 	FirstSeq  string
 	LastSeq   string
 	Duration  time.Duration // the handler call(s), retries excluded
+	// MemoryBytes is the size of the shard's handler instance's linear memory after the call
+	// (host.Handler.MemorySize: a multiple of 64 KiB, at most the runtime's memory limit).
+	MemoryBytes uint64
 }
 
 // FlushInfo describes a commit.

@@ -246,7 +246,7 @@ func (s *Shard) accept(ctx context.Context, events []event.Event, muts []event.M
 	s.pend.count += len(events)
 	if h := s.p.cfg.Hooks.Batch; h != nil {
 		h(BatchInfo{ShardInfo: s.info, Events: len(events), Mutations: len(muts),
-			FirstSeq: events[0].Seq, LastSeq: s.pend.seq, Duration: d})
+			FirstSeq: events[0].Seq, LastSeq: s.pend.seq, Duration: d, MemoryBytes: s.handler.MemorySize()})
 	}
 	return nil
 }

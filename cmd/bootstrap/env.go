@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -181,5 +182,6 @@ func build(ctx context.Context, s settings, logger *slog.Logger) (*lambda.Handle
 	}
 	cfg := s.lambdaConfig()
 	cfg.Core.Stores, cfg.Core.Logger, cfg.Blobs, cfg.Runtime = st, logger, blobs, rt
+	cfg.Metrics = os.Stdout // one EMF line per invocation (lambda.EMFNamespace); the logs go to stderr
 	return lambda.New(cfg)
 }

@@ -45,6 +45,13 @@
 //
 // Credentials are the AWS default chain's (the function's role in Lambda).
 //
+// # Metrics
+//
+// At the end of every invocation with records, one CloudWatch embedded-metric-format line on
+// stdout (lambda.Config.Metrics; the metrics are listed at lambda.EMFNamespace): CloudWatch
+// Logs extracts them into namespace "projhost" with dimensions projection and shard. The log
+// lines are on stderr.
+//
 // The function's timeout must leave time for one record the handler keeps failing on:
 // PROJHOST_MAX_ATTEMPTS calls of up to PROJHOST_BATCH_DEADLINE with their backoff, and
 // PROJHOST_RESERVE (lambda.Config.MinTimeout; the bootstrap logs it as min_timeout when ready,

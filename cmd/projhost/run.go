@@ -20,10 +20,12 @@ import (
 	"github.com/projhost/projhost/deploy"
 	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/projection"
+	"github.com/projhost/projhost/prom"
 	"github.com/projhost/projhost/registry"
 	"github.com/projhost/projhost/shardmap"
 	"github.com/projhost/projhost/source"
 	"github.com/projhost/projhost/source/journal"
+	"github.com/projhost/projhost/web"
 )
 
 func init() {
@@ -32,7 +34,7 @@ func init() {
 	var mf moduleFlags
 	var name, handler, workerID, logLevel string
 	var cfg container.Config
-	var onError, trace string
+	var onError, trace, listen string
 	var trusted bool
 	var deadline time.Duration
 	// runWorker is the worker once the flags are checked and the signals caught.
@@ -98,6 +100,12 @@ are probed at most once a second), and no dead-letter replay pending.`,
 			if maxBytes, err = parseMaxModuleSize(maxSize); err != nil {
 				return err
 			}
+			if listen != "" {
+				lc := web.Config{Addr: listen}
+				if err := lc.Validate(); err != nil {
+					return fmt.Errorf("--listen: %w", err)
+				}
+			}
 			pol, err := projection.ParseOnError(onError)
 			if err != nil {
 				return fmt.Errorf("--on-error: %w", err)
@@ -153,6 +161,16 @@ are probed at most once a second), and no dead-letter replay pending.`,
 		check.Modules = projection.Fixed(nil)
 		if err := check.Validate(); err != nil {
 			return err
+		}
+		if listen != "" {
+			// Bound before --handler is made the active version: a port in use deploys nothing.
+			metrics := prom.New()
+			l, err := startListener(web.Config{Addr: listen}, logger, metrics)
+			if err != nil {
+				return fmt.Errorf("--listen: %w", err)
+			}
+			defer l.close(logger)
+			c.Hooks = projection.Chain(c.Hooks, metrics.Hooks())
 		}
 		if trace != "" {
 			f, err := os.OpenFile(trace, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -249,6 +267,7 @@ are probed at most once a second), and no dead-letter replay pending.`,
 	registerMaxModuleSize(f, &maxSize)
 	f.StringVar(&memLimit, "memory-limit", host.DefaultMemoryLimit, "cap on each handler instance's memory, in binary units, a multiple of 64KiB (e.g. 64MiB, 1GiB; at most 4GiB); one instance per owned shard, so a worker may hold shards x this")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&listen, "listen", "", "serve Prometheus metrics at http://ADDR/metrics while the worker runs (ADDR: HOST:PORT, e.g. 127.0.0.1:9090; port 0 picks a free one, logged); default: no listener")
 	f.StringVar(&trace, "trace", "", "append every shard open, batch, cursor save, handler error, dead letter, replay, stop and lease event, and the lag (sampled: projection.TraceLagEvery), to this file as JSON lines (projection.TraceRecord; for tools and tests)")
 	rootCmd.AddCommand(cmd)
 }

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/projhost/projhost/prom"
+	"github.com/projhost/projhost/web"
+)
+
+// listener is `run --listen`'s HTTP server: the one place its routes are put on the mux. Today
+// GET /metrics (the worker's prom.Metrics, with the Go runtime's and the process's collectors);
+// a status page and an admin API are to be registered here too.
+type listener struct {
+	srv  *web.Server
+	done chan error
+	stop context.CancelFunc
+}
+
+// startListener binds cfg's address (validated by the flag checks), registers the routes and
+// starts serving. Errors: the address cannot be bound.
+func startListener(cfg web.Config, logger *slog.Logger, metrics *prom.Metrics) (*listener, error) {
+	cfg.Logger = logger
+	srv, err := web.Listen(cfg)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn), ErrorHandling: promhttp.ContinueOnError}))
+	ctx, stop := context.WithCancel(context.Background())
+	l := &listener{srv: srv, done: make(chan error, 1), stop: stop}
+	go func() { l.done <- srv.Serve(ctx) }()
+	logger.Info("serving HTTP", "addr", srv.Addr(), "routes", "/metrics")
+	return l, nil
+}
+
+// close shuts the server down (requests in progress get web.Config.ShutdownTimeout) and waits.
+func (l *listener) close(logger *slog.Logger) {
+	l.stop()
+	if err := <-l.done; err != nil {
+		logger.Warn("HTTP listener", "err", err)
+	}
+}
