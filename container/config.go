@@ -60,8 +60,9 @@ type Config struct {
 	// stream, shared by every consumer) and one lease-store write per new shard. 0 takes
 	// DefaultShardSync (10s); a negative value is refused (ErrConfig).
 	ShardSync time.Duration
-	// ControlCheck is how often requested dead-letter replays and resumes of stopped shards
-	// are looked for. Default 1s.
+	// ControlCheck is how often requested dead-letter replays, resumes of stopped shards and
+	// the projection's pauses (cursorstore.Store.Pauses: one read per worker) are looked for.
+	// Default 1s.
 	ControlCheck time.Duration
 
 	// UntilCaughtUp makes Run return once every shard is caught up and no dead-letter replay

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/projhost/projhost/cursorstore"
 	"github.com/projhost/projhost/deadletter"
 	"github.com/projhost/projhost/projection"
 	"github.com/projhost/projhost/shardmap"
@@ -45,6 +46,9 @@ type Runner struct {
 	resync  chan struct{}
 	// lastProbe is when the until-caught-up watcher last probed the source (ProbeInterval).
 	lastProbe time.Time
+	// pauses is the projection's pause state as last read (controlLoop, every ControlCheck);
+	// nil until read once: until then no shard is opened.
+	pauses atomic.Pointer[cursorstore.Pauses]
 }
 
 // shardRun is one acquisition of a shard by this worker.
@@ -186,6 +190,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.ctx = loopCtx
 	r.mu.Unlock()
 
+	r.refreshPauses(ctx) // before any lease is taken; controlLoop retries a failure
 	mgrCtx, stopMgr := context.WithCancel(ctx)
 	defer stopMgr()
 	var bg sync.WaitGroup
@@ -274,7 +279,27 @@ func (r *Runner) syncLoop(ctx context.Context) {
 	}
 }
 
-// controlLoop hands requested dead-letter replays to the owners of their shards.
+// refreshPauses reads the projection's pause state for the shard loops (Runner.paused).
+func (r *Runner) refreshPauses(ctx context.Context) {
+	p, err := r.cfg.Stores.Cursors.Pauses(ctx, r.cfg.Projection)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("reading the projection's pauses failed: keeping the last known ones", "err", err)
+		}
+		return
+	}
+	r.pauses.Store(&p)
+}
+
+// paused reports whether shard id is paused, as last read; true while the pauses were never
+// read (a worker that cannot read them must not handle a shard an operator paused).
+func (r *Runner) paused(id string) bool {
+	p := r.pauses.Load()
+	return p == nil || p.Paused(id)
+}
+
+// controlLoop reads the projection's pauses and hands requested dead-letter replays to the
+// owners of their shards, every ControlCheck.
 func (r *Runner) controlLoop(ctx context.Context) {
 	t := time.NewTicker(r.cfg.ControlCheck)
 	defer t.Stop()
@@ -284,6 +309,7 @@ func (r *Runner) controlLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		r.refreshPauses(ctx)
 		ls, err := r.cfg.Stores.DeadLetters.List(ctx, r.cfg.Projection, deadletter.Filter{State: deadletter.StateReplayRequested})
 		if err != nil {
 			if ctx.Err() == nil {

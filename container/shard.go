@@ -18,28 +18,32 @@ const (
 	endLost     ending = iota // lease lost or shutdown without saving: nothing more is written
 	endRelease                // hand-over: commit, then release the lease
 	endFinished               // closed shard read to its end: commit, then finish the lease
+	endPaused                 // the shard was paused: commit, close it, keep the lease, wait
 )
 
 // runShard processes one acquisition of a shard: open it in the core, pull and handle batches
 // until the lease is lost, a release is asked for or the shard ends, then close it out.
+//
+// A paused shard (cursorstore.Store.SetPaused) is not opened: its owner keeps the lease and
+// waits, reading nothing, calling no handler and claiming no cursor, until the pause is lifted.
+// A shard found paused while open commits what it handled, closes and waits the same way.
 func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 	log := r.log.With("shard", s.id, "epoch", s.epoch)
-	sh, err := r.openShard(ctx, s, log)
-	if err != nil {
-		// Usually a benign race: another worker took the shard (a steal while starting up).
-		lvl := slog.LevelWarn
-		if errors.Is(err, projection.ErrLost) {
-			lvl = slog.LevelInfo
+	for {
+		if end, why, stop := r.waitUnpaused(ctx, s, log); stop {
+			r.endUnopened(ctx, s, end, why, log)
+			return
 		}
-		log.Log(ctx, lvl, "cannot open the shard: giving it up", "err", err)
-		r.end(s, projection.LeaseLost, "", "cannot open the shard: "+err.Error())
-		r.giveUp(s)
-		return
+		if !r.runOpen(ctx, s, log) {
+			return
+		}
 	}
-	defer sh.Close(ctx)
-	log.Info("shard started", "cursor", sh.Committed(), "stopped", sh.Stopped())
-	end, why := r.pull(ctx, s, sh, log)
-	if end == endLost {
+}
+
+// endUnopened ends an acquisition whose shard is not open (it was paused): a release hands the
+// lease back (nothing to commit), a loss is reported.
+func (r *Runner) endUnopened(ctx context.Context, s *shardRun, end ending, why string, log *slog.Logger) {
+	if end != endRelease {
 		s.mu.Lock()
 		if s.stopWhy != "" {
 			why = s.stopWhy
@@ -51,19 +55,12 @@ func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 		r.end(s, projection.LeaseLost, "", why)
 		return
 	}
-	if err := sh.Flush(ctx); err != nil {
-		log.Warn("stopping shard without saving", "err", err)
-		r.end(s, projection.LeaseLost, "", "final commit failed: "+err.Error())
-		return
-	}
-	what, ev := r.mgr.Release, projection.LeaseReleased
-	if end == endFinished {
-		what, ev = r.mgr.Finish, projection.LeaseFinished
-		select { // the children may start now: look for them without waiting for the next sync
-		case r.resync <- struct{}{}:
-		default:
-		}
-	}
+	c, _ := r.cfg.Stores.Cursors.Get(context.WithoutCancel(ctx), r.cfg.Projection, s.id) // for the report only
+	r.handOver(ctx, s, r.mgr.Release, projection.LeaseReleased, c.Seq, log)
+}
+
+// handOver releases or finishes (what, reported as ev) the lease of s, whose cursor is seq.
+func (r *Runner) handOver(ctx context.Context, s *shardRun, what func(context.Context, string) error, ev projection.LeaseEvent, seq string, log *slog.Logger) {
 	if err := what(context.WithoutCancel(ctx), s.id); err != nil {
 		// ErrNotOwned: the lease manager dropped it (Lost follows, or came first); ErrConflict:
 		// another worker took it; a store error: it expires. Either way it was not handed over.
@@ -75,8 +72,91 @@ func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 		r.end(s, projection.LeaseLost, "", why)
 		return
 	}
-	r.end(s, ev, sh.Committed(), "")
-	log.Info("shard "+string(ev), "cursor", sh.Committed())
+	r.end(s, ev, seq, "")
+	log.Info("shard "+string(ev), "cursor", seq)
+}
+
+// waitUnpaused waits while the shard is paused, keeping its lease; stop true when the
+// acquisition must end meanwhile (how and why as checkStop says).
+func (r *Runner) waitUnpaused(ctx context.Context, s *shardRun, log *slog.Logger) (ending, string, bool) {
+	logged := false
+	for r.paused(s.id) {
+		if !logged && r.pauses.Load() != nil {
+			log.Info("shard paused: holding its lease, handling nothing until it is resumed")
+			logged = true
+		}
+		s.caughtUp.Store(false)
+		select {
+		case <-ctx.Done():
+			return endLost, whyCancelled, true
+		case <-s.release:
+			return endRelease, "", true
+		case <-time.After(min(r.cfg.ControlCheck, 250*time.Millisecond)):
+		}
+		if end, why, stop := r.checkStop(ctx, s); stop {
+			return end, why, true
+		}
+	}
+	if logged {
+		log.Info("shard resumed")
+	}
+	return 0, "", false
+}
+
+// runOpen opens the shard and runs it until it ends (false) or is paused (true: it committed
+// and closed; wait for the resume).
+func (r *Runner) runOpen(ctx context.Context, s *shardRun, log *slog.Logger) bool {
+	sh, err := r.openShard(ctx, s, log)
+	if err != nil {
+		// Usually a benign race: another worker took the shard (a steal while starting up).
+		lvl := slog.LevelWarn
+		if errors.Is(err, projection.ErrLost) {
+			lvl = slog.LevelInfo
+		}
+		log.Log(ctx, lvl, "cannot open the shard: giving it up", "err", err)
+		r.end(s, projection.LeaseLost, "", "cannot open the shard: "+err.Error())
+		r.giveUp(s)
+		return false
+	}
+	defer sh.Close(ctx)
+	log.Info("shard started", "cursor", sh.Committed(), "stopped", sh.Stopped())
+	end, why := r.pull(ctx, s, sh, log)
+	if end == endPaused {
+		if err := sh.Flush(ctx); err != nil {
+			log.Warn("stopping paused shard without saving", "err", err)
+			r.end(s, projection.LeaseLost, "", "commit before pausing failed: "+err.Error())
+			return false
+		}
+		log.Info("shard paused: committed, holding its lease", "cursor", sh.Committed())
+		return true
+	}
+	if end == endLost {
+		s.mu.Lock()
+		if s.stopWhy != "" {
+			why = s.stopWhy
+		}
+		s.mu.Unlock()
+		if why == "" {
+			why = r.awaitLost(s)
+		}
+		r.end(s, projection.LeaseLost, "", why)
+		return false
+	}
+	if err := sh.Flush(ctx); err != nil {
+		log.Warn("stopping shard without saving", "err", err)
+		r.end(s, projection.LeaseLost, "", "final commit failed: "+err.Error())
+		return false
+	}
+	what, ev := r.mgr.Release, projection.LeaseReleased
+	if end == endFinished {
+		what, ev = r.mgr.Finish, projection.LeaseFinished
+		select { // the children may start now: look for them without waiting for the next sync
+		case r.resync <- struct{}{}:
+		default:
+		}
+	}
+	r.handOver(ctx, s, what, ev, sh.Committed(), log)
+	return false
 }
 
 // read reads a batch of at most max events and, from a source.ByteBoundedReader, at most
@@ -127,6 +207,9 @@ func (r *Runner) pull(ctx context.Context, s *shardRun, sh *projection.Shard, lo
 	for {
 		if end, why, stop := r.checkStop(ctx, s); stop {
 			return end, why
+		}
+		if r.paused(s.id) {
+			return endPaused, ""
 		}
 		if sh.Stopped() != "" {
 			s.caughtUp.Store(true) // the watcher's store check reports it
@@ -269,6 +352,9 @@ func (r *Runner) checkStop(ctx context.Context, s *shardRun) (ending, string, bo
 // waitResumed idles a stopped shard (keeping its lease) until it is resumed.
 func (r *Runner) waitResumed(ctx context.Context, s *shardRun, sh *projection.Shard) (ending, string, bool) {
 	for {
+		if r.paused(s.id) {
+			return endPaused, "", true
+		}
 		ok, err := sh.CheckResumed(ctx)
 		if err == nil && ok {
 			return 0, "", false

@@ -48,7 +48,48 @@ type Store interface {
 	// Resume clears the Stopped state (an operator's command: not fenced). Resuming a cursor
 	// that is not stopped, or does not exist, is not an error and changes nothing.
 	Resume(ctx context.Context, projection, shardID string) error
+
+	// SetPaused pauses (paused true) or lifts the pause of (false) one shard, or with shardID
+	// "" the projection as a whole (Pauses.All; lifting it leaves the shards paused one by one
+	// paused). An operator's command: not fenced, idempotent, and independent of the cursor
+	// (a shard with no cursor can be paused). The pause is kept per projection, apart from
+	// the cursors, so that a projection-wide pause covers shards that have no cursor yet.
+	SetPaused(ctx context.Context, projection, shardID string, paused bool) error
+	// Pauses returns the projection's pause state in one read (workers poll it about once a
+	// second): no pause is the zero Pauses, not an error.
+	Pauses(ctx context.Context, projection string) (Pauses, error)
+	// Reset sets the cursor to seq in either direction ("" = nothing applied), fenced like
+	// Claim: it raises the stored epoch to epoch (ErrFenced when the stored epoch is greater)
+	// and stores seq, keeping the stopped state. An operator's rewind (manage.Reset) after
+	// it revoked the shard's lease; workers never call it.
+	Reset(ctx context.Context, projection, shardID string, epoch int64, seq string) error
 }
+
+// Pauses is a projection's pause state (SetPaused): an operator's request that the workers
+// handle nothing of the paused shards until it is lifted.
+type Pauses struct {
+	// All: the projection as a whole is paused, every shard it has and every shard that
+	// appears later (a split or merge child) included.
+	All bool
+	// Shards are the shards paused one by one, sorted by id (paused whatever All says).
+	Shards []string
+}
+
+// Paused reports whether shardID is paused, as a shard of its own or by the projection's pause.
+func (p Pauses) Paused(shardID string) bool {
+	if p.All {
+		return true
+	}
+	for _, s := range p.Shards {
+		if s == shardID {
+			return true
+		}
+	}
+	return false
+}
+
+// Any reports whether anything of the projection is paused.
+func (p Pauses) Any() bool { return p.All || len(p.Shards) > 0 }
 
 // ErrBackwards is returned by Save for a sequence number below the stored one.
 var ErrBackwards = errors.New("cursorstore: refusing to move a cursor backwards")

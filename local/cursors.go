@@ -147,3 +147,71 @@ func (cs *Cursors) Resume(ctx context.Context, projection, shardID string) error
 	}
 	return nil
 }
+
+// SetPaused pauses or lifts the pause of shardID ("" = the projection as a whole): a row of
+// table pauses per pause, shard_id ” for the projection's. Idempotent, not fenced.
+func (cs *Cursors) SetPaused(ctx context.Context, projection, shardID string, paused bool) error {
+	err := cs.s.write(ctx, func(tx *sql.Tx) error {
+		if paused {
+			_, err := tx.ExecContext(ctx, `INSERT INTO pauses (projection, shard_id, paused_ms) VALUES (?, ?, ?)
+				ON CONFLICT (projection, shard_id) DO NOTHING`, projection, shardID, nowMs())
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM pauses WHERE projection = ? AND shard_id = ?`, projection, shardID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("local: set the pause of %s shard %q to %v: %w", projection, shardID, paused, err)
+	}
+	return nil
+}
+
+// Pauses reads the projection's rows of table pauses (one query).
+func (cs *Cursors) Pauses(ctx context.Context, projection string) (cursorstore.Pauses, error) {
+	var p cursorstore.Pauses
+	rows, err := cs.s.db.QueryContext(ctx, `SELECT shard_id FROM pauses WHERE projection = ? ORDER BY shard_id`, projection)
+	if err != nil {
+		return p, fmt.Errorf("local: read the pauses of %s: %w", projection, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return p, fmt.Errorf("local: read the pauses of %s: %w", projection, err)
+		}
+		if id == "" {
+			p.All = true
+		} else {
+			p.Shards = append(p.Shards, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return p, fmt.Errorf("local: read the pauses of %s: %w", projection, err)
+	}
+	return p, nil
+}
+
+// Reset raises the stored epoch to epoch (cursorstore.ErrFenced when it is greater) and stores
+// seq ("" = nothing applied; otherwise a decimal number: ErrInvalid), in one transaction. The
+// stopped state is kept.
+func (cs *Cursors) Reset(ctx context.Context, projection, shardID string, epoch int64, seq string) error {
+	if seq != "" && !validSeq(seq) {
+		return fmt.Errorf("local: reset cursor %s/%s: sequence number %q is not a decimal number: %w",
+			projection, shardID, seq, ErrInvalid)
+	}
+	err := cs.s.write(ctx, func(tx *sql.Tx) error {
+		c, err := getCursor(ctx, tx, projection, shardID)
+		if err != nil {
+			return err
+		}
+		if c.Epoch > epoch {
+			return fmt.Errorf("epoch %d is older than the stored %d: %w", epoch, c.Epoch, cursorstore.ErrFenced)
+		}
+		c.Epoch, c.Seq = epoch, seq
+		return putCursor(ctx, tx, c)
+	})
+	if err != nil {
+		return fmt.Errorf("local: reset cursor %s/%s: %w", projection, shardID, err)
+	}
+	return nil
+}

@@ -285,3 +285,43 @@ func isObject(doc []byte) bool {
 	}
 	return false
 }
+
+// ResetWrites fences the shard's writes at epoch (readmodel.ErrFenced when the applied row or
+// the cursor holds a newer one) and forgets its last applied sequence number, in one
+// transaction: writes are then skipped only up to the cursor, which the caller resets next.
+func (r *ReadModels) ResetWrites(ctx context.Context, projection, shardID string, epoch int64) error {
+	err := r.s.write(ctx, func(tx *sql.Tx) error {
+		var appliedEpoch int64
+		err := tx.QueryRowContext(ctx, `SELECT epoch FROM applied WHERE projection = ? AND shard_id = ?`,
+			projection, shardID).Scan(&appliedEpoch)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		cur, err := getCursor(ctx, tx, projection, shardID)
+		if err != nil {
+			return err
+		}
+		if fence := max(appliedEpoch, cur.Epoch); epoch < fence {
+			return fmt.Errorf("epoch %d is older than epoch %d seen for the shard: %w", epoch, fence, readmodel.ErrFenced)
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO applied (projection, shard_id, seq, epoch) VALUES (?, ?, '', ?)
+			ON CONFLICT (projection, shard_id) DO UPDATE SET seq = '', epoch = excluded.epoch`, projection, shardID, epoch)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("local: reset the writes of %s/%s: %w", projection, shardID, err)
+	}
+	return nil
+}
+
+// ClearDocs deletes every document of the projection (one transaction).
+func (r *ReadModels) ClearDocs(ctx context.Context, projection string) error {
+	err := r.s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM docs WHERE projection = ?`, projection)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("local: clear the documents of %s: %w", projection, err)
+	}
+	return nil
+}

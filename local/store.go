@@ -139,7 +139,7 @@ const FileName = "projhost.db"
 const LeaseFileName = "leases.db"
 
 // SchemaVersion is the schema version this package writes (PRAGMA user_version of both files).
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // DefaultBusyTimeout is how long a write waits for another process's write lock by default;
 // MaxBusyTimeout is the longest busy timeout accepted (ValidateBusyTimeout).
@@ -415,6 +415,16 @@ CREATE TABLE module_shards (
 	version    INTEGER NOT NULL,
 	seq        TEXT NOT NULL,
 	changed_ms INTEGER NOT NULL,
+	PRIMARY KEY (projection, shard_id)
+) WITHOUT ROWID;
+`,
+	// 5 -> 6: paused projections and shards (cursorstore.Store.SetPaused; shard_id '' is the
+	// projection as a whole).
+	`
+CREATE TABLE pauses (
+	projection TEXT NOT NULL,
+	shard_id   TEXT NOT NULL,
+	paused_ms  INTEGER NOT NULL,
 	PRIMARY KEY (projection, shard_id)
 ) WITHOUT ROWID;
 `,

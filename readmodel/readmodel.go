@@ -105,3 +105,20 @@ type Committer interface {
 type WriteClaimer interface {
 	ClaimWrites(ctx context.Context, projection, shardID string, epoch int64) (highWater string, err error)
 }
+
+// Resetter is implemented by read models an operator can rewind (manage.Reset and
+// manage.Rebuild, after they revoked the shard's lease). Backends declare it in
+// store.Stores.Resetter.
+type Resetter interface {
+	// ResetWrites fences the shard's writes at epoch, as ClaimWrites does (ErrFenced when a
+	// newer epoch holds them; no Apply or Commit of an older epoch succeeds afterwards), and
+	// forgets which of the shard's writes were applied: after the shard's cursor is moved back,
+	// the events after it are applied again when they are handled again, instead of being
+	// skipped as already applied (the transactional store's last applied sequence number, the
+	// DynamoDB per-item markers and the interrupted write's high-water mark). The documents
+	// are not changed.
+	ResetWrites(ctx context.Context, projection, shardID string, epoch int64) error
+	// ClearDocs deletes every document of the projection (its fences stay: call ResetWrites
+	// for every shard first, so that no write of an older owner lands after the clearing).
+	ClearDocs(ctx context.Context, projection string) error
+}

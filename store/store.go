@@ -59,6 +59,10 @@ type Stores struct {
 	Committer readmodel.Committer
 	// WriteClaimer fences a shard's read-model writes for a new owner (Fenced mode).
 	WriteClaimer readmodel.WriteClaimer
+	// Resetter rewinds a shard's writes and clears a projection's documents for the management
+	// verbs (manage.Reset, manage.Rebuild). Optional: nil where a backend has none (they then
+	// refuse with manage.ErrUnsupported).
+	Resetter readmodel.Resetter
 
 	// CheckMutation, when set, reports a mutation the read model cannot store (a DynamoDB item
 	// limit, say) before it is committed, so that the core charges it to the event that

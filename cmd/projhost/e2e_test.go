@@ -99,3 +99,11 @@ func TestDynamoAmbiguous(t *testing.T) {
 	}
 	e2esuite.Ambiguous(t, binPath, e2esuite.DynamoDB(dynamotest.Endpoint(t)), e2esuite.AmbiguousRuns())
 }
+
+// TestVerbsEmbedded and TestVerbsDynamo: pause, resume, reset and rebuild with two running
+// workers (internal/e2esuite/verbs.go).
+func TestVerbsEmbedded(t *testing.T) { e2esuite.RunVerbs(t, binPath, e2esuite.Embedded()) }
+
+func TestVerbsDynamo(t *testing.T) {
+	e2esuite.RunVerbs(t, binPath, e2esuite.DynamoDB(dynamotest.Endpoint(t)))
+}

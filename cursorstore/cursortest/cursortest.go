@@ -16,7 +16,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,6 +48,9 @@ func Run(t *testing.T, newStore func(t *testing.T) cursorstore.Store) {
 		{Name: "StopEmptyReason", Fn: testStopEmptyReason},
 		{Name: "Resume", Fn: testResume},
 		{Name: "RaceStopSave", Fn: testRaceStopSave},
+		{Name: "Pauses", Fn: testPauses},
+		{Name: "PauseIsolation", Fn: testPauseIsolation},
+		{Name: "Reset", Fn: testReset},
 	})
 }
 
@@ -495,4 +500,118 @@ func testRaceStopSave(t *testing.T, s cursorstore.Store) {
 	}
 	expect(t, s, proj, shard, strconv.Itoa(n*100), 1)
 	expectStopped(t, s, proj, shard, reason, from, to)
+}
+
+func expectPauses(t *testing.T, s cursorstore.Store, proj string, want cursorstore.Pauses) {
+	t.Helper()
+	got, err := s.Pauses(ctxT(t), proj)
+	if err != nil {
+		t.Fatalf("Pauses(%s): %v", proj, err)
+	}
+	if got.All != want.All || strings.Join(got.Shards, ",") != strings.Join(want.Shards, ",") {
+		t.Fatalf("Pauses(%s) = %+v, want %+v", proj, got, want)
+	}
+}
+
+func setPaused(t *testing.T, s cursorstore.Store, proj, shardID string, paused bool) {
+	t.Helper()
+	if err := s.SetPaused(ctxT(t), proj, shardID, paused); err != nil {
+		t.Fatalf("SetPaused(%s, %q, %v): %v", proj, shardID, paused, err)
+	}
+}
+
+// testPauses: shard and projection pauses are set and lifted independently, idempotently, on
+// shards with or without a cursor, and leave the cursors as they are.
+func testPauses(t *testing.T, s cursorstore.Store) {
+	proj := projection(t)
+	expectPauses(t, s, proj, cursorstore.Pauses{})
+	claimSaved(t, s, proj, 3, bigSeq1)
+	steps := []struct {
+		shard  string
+		paused bool
+		want   cursorstore.Pauses
+	}{
+		{shard, true, cursorstore.Pauses{Shards: []string{shard}}},
+		{shard, true, cursorstore.Pauses{Shards: []string{shard}}},                                          // idempotent
+		{"shardId-000000000009", true, cursorstore.Pauses{Shards: []string{shard, "shardId-000000000009"}}}, // no cursor
+		{"", true, cursorstore.Pauses{All: true, Shards: []string{shard, "shardId-000000000009"}}},
+		{shard, false, cursorstore.Pauses{All: true, Shards: []string{"shardId-000000000009"}}},
+		{"", false, cursorstore.Pauses{Shards: []string{"shardId-000000000009"}}},
+		{"", false, cursorstore.Pauses{Shards: []string{"shardId-000000000009"}}}, // idempotent
+		{"shardId-000000000009", false, cursorstore.Pauses{}},
+		{shard, false, cursorstore.Pauses{}}, // lifting what is not paused
+	}
+	for i, st := range steps {
+		setPaused(t, s, proj, st.shard, st.paused)
+		expectPauses(t, s, proj, st.want)
+		for _, id := range []string{shard, "shardId-000000000009", "shardId-000000000005"} {
+			if got, want := st.want.Paused(id), st.want.All || slices.Contains(st.want.Shards, id); got != want {
+				t.Fatalf("step %d: Paused(%s) = %v, want %v", i, id, got, want)
+			}
+		}
+	}
+	expect(t, s, proj, shard, bigSeq1, 3)
+	if _, err := s.Claim(ctxT(t), proj, shard, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(ctxT(t), proj, shard, 4, bigSeq2); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, s, proj, shard, bigSeq2, 4)
+}
+
+// testPauseIsolation: one projection's pauses are not another's.
+func testPauseIsolation(t *testing.T, s cursorstore.Store) {
+	a, b := projection(t)+"-a", projection(t)+"-b"
+	setPaused(t, s, a, "", true)
+	setPaused(t, s, a, shard, true)
+	expectPauses(t, s, b, cursorstore.Pauses{})
+	setPaused(t, s, b, "other", true)
+	expectPauses(t, s, a, cursorstore.Pauses{All: true, Shards: []string{shard}})
+	expectPauses(t, s, b, cursorstore.Pauses{Shards: []string{"other"}})
+}
+
+// testReset: Reset moves a cursor in either direction, to nothing too, fenced like Claim, and
+// keeps the stopped state; an owner of an older epoch can no longer save.
+func testReset(t *testing.T, s cursorstore.Store) {
+	ctx := ctxT(t)
+	proj := projection(t)
+	claimSaved(t, s, proj, 3, bigSeq2)
+	if err := s.Reset(ctx, proj, shard, 2, "5"); !errors.Is(err, cursorstore.ErrFenced) {
+		t.Fatalf("Reset by an older epoch = %v, want ErrFenced", err)
+	}
+	expect(t, s, proj, shard, bigSeq2, 3)
+	for _, c := range []struct {
+		epoch int64
+		seq   string
+	}{{4, bigSeq1}, {4, "17"}, {5, ""}, {5, bigSeq2}, {6, "9"}} {
+		if err := s.Reset(ctx, proj, shard, c.epoch, c.seq); err != nil {
+			t.Fatalf("Reset(epoch %d, %q): %v", c.epoch, c.seq, err)
+		}
+		expect(t, s, proj, shard, c.seq, c.epoch)
+	}
+	if err := s.Save(ctx, proj, shard, 3, bigSeq2); !errors.Is(err, cursorstore.ErrFenced) {
+		t.Fatalf("Save by the epoch before the reset = %v, want ErrFenced", err)
+	}
+	// The next owner claims above the reset's epoch and goes on from the reset position.
+	if c, err := s.Claim(ctx, proj, shard, 7); err != nil || c.Seq != "9" {
+		t.Fatalf("Claim after Reset = %+v, %v; want seq 9", c, err)
+	}
+	if err := s.Save(ctx, proj, shard, 7, "10"); err != nil {
+		t.Fatal(err)
+	}
+	stop(t, s, proj, shard, 7, reason)
+	if err := s.Reset(ctx, proj, shard, 8, "3"); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, s, proj, shard, "3", 8)
+	c, err := s.Get(ctx, proj, shard)
+	if err != nil || c.Stopped != reason {
+		t.Fatalf("Get after Reset of a stopped cursor = %+v, %v; want it still stopped", c, err)
+	}
+	// A missing cursor is created.
+	if err := s.Reset(ctx, proj, "shardId-000000000007", 2, "44"); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, s, proj, "shardId-000000000007", "44", 2)
 }

@@ -753,3 +753,29 @@ func (j *Journal) Tail(ctx context.Context, shardID string, n int) ([]source.Eve
 	}
 	return out, nil
 }
+
+// SeqBefore returns the position just before the shard's first event that arrived at or after
+// t (by its arrival_ms, the append time of the appending process, in ms): the sequence number
+// before that event ("" for the shard's first one), or the shard's head when none arrived
+// since t. A reader opened after it reads that event next. Errors: source.ErrUnknownShard,
+// SQLite errors.
+func (j *Journal) SeqBefore(ctx context.Context, shardID string, t time.Time) (string, error) {
+	st, err := j.shardState(ctx, "position by time of", shardID)
+	if err != nil {
+		return "", err
+	}
+	i, _ := parseShardID(shardID)
+	var first sql.NullInt64
+	if err := j.db.QueryRowContext(ctx, `SELECT min(seq) FROM events WHERE shard = ? AND arrival_ms >= ?`,
+		i, t.UnixMilli()).Scan(&first); err != nil {
+		return "", fmt.Errorf("journal: position by time of %s: %w", shardID, err)
+	}
+	pos := st.head
+	if first.Valid {
+		pos = first.Int64 - 1
+	}
+	if pos <= 0 {
+		return "", nil
+	}
+	return strconv.FormatInt(pos, 10), nil
+}

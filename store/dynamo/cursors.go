@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/projhost/projhost/cursorstore"
+	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/internal/dynamotables"
 	"github.com/projhost/projhost/source"
 )
@@ -206,4 +208,99 @@ func decodeCursor(projection, shardID string, it map[string]types.AttributeValue
 		return c, fmt.Errorf("cursor item: %w", err)
 	}
 	return c, nil
+}
+
+// PauseSK is the sort key of a projection's pause item in the cursors table (next to its
+// cursors, under the projection's partition key): a shard cannot have this id. Its attributes:
+// attrPauseAll (BOOL true, present while the projection as a whole is paused) and
+// attrPauseShards (SS, the shards paused one by one; absent when none).
+const PauseSK = "#pause"
+
+const (
+	attrPauseAll    = "all"
+	attrPauseShards = "shards"
+)
+
+// SetPaused pauses or lifts the pause of shardID ("" = the projection as a whole) with one
+// UpdateItem on the pause item (SET/REMOVE all, ADD/DELETE a shard in the set): idempotent,
+// not fenced, and safe to retry.
+func (s *CursorStore) SetPaused(ctx context.Context, projection, shardID string, paused bool) error {
+	if shardID == PauseSK {
+		return fmt.Errorf("store/dynamo: %q is not a shard id (reserved for the pause item)", shardID)
+	}
+	in := &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table),
+		Key:       s.key(projection, PauseSK),
+	}
+	switch {
+	case shardID == "" && paused:
+		in.UpdateExpression = aws.String("SET #a = :t")
+		in.ExpressionAttributeNames = map[string]string{"#a": attrPauseAll}
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":t": &types.AttributeValueMemberBOOL{Value: true}}
+	case shardID == "":
+		in.UpdateExpression = aws.String("REMOVE #a")
+		in.ExpressionAttributeNames = map[string]string{"#a": attrPauseAll}
+	default:
+		op := "DELETE"
+		if paused {
+			op = "ADD"
+		}
+		in.UpdateExpression = aws.String(op + " #s :s")
+		in.ExpressionAttributeNames = map[string]string{"#s": attrPauseShards}
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":s": &types.AttributeValueMemberSS{Value: []string{shardID}}}
+	}
+	if _, err := s.api.UpdateItem(ctx, in); err != nil {
+		return fmt.Errorf("store/dynamo: set the pause of %q shard %q to %v: %w", projection, shardID, paused, err)
+	}
+	return nil
+}
+
+// Pauses reads the projection's pause item (one strongly consistent GetItem).
+func (s *CursorStore) Pauses(ctx context.Context, projection string) (cursorstore.Pauses, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            s.key(projection, PauseSK),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return cursorstore.Pauses{}, fmt.Errorf("store/dynamo: read the pauses of %q: %w", projection, err)
+	}
+	var p cursorstore.Pauses
+	if v, ok := out.Item[attrPauseAll].(*types.AttributeValueMemberBOOL); ok {
+		p.All = v.Value
+	}
+	if v, ok := out.Item[attrPauseShards].(*types.AttributeValueMemberSS); ok {
+		p.Shards = append([]string(nil), v.Value...)
+		slices.Sort(p.Shards)
+	}
+	return p, nil
+}
+
+// Reset stores seq ("" removes it) and raises the epoch to epoch in one conditional UpdateItem
+// (cursorstore.ErrFenced when the stored epoch is greater); the stopped state is kept.
+func (s *CursorStore) Reset(ctx context.Context, projection, shardID string, epoch int64, seq string) error {
+	if seq != "" && !event.ValidSeq(seq) {
+		return fmt.Errorf("store/dynamo: reset cursor %q/%q: sequence number %q is not a canonical decimal number", projection, shardID, seq)
+	}
+	in := &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       s.key(projection, shardID),
+		UpdateExpression:          aws.String("SET #e = :e REMOVE #s, #sp"),
+		ConditionExpression:       aws.String("attribute_not_exists(#e) OR #e <= :e"),
+		ExpressionAttributeNames:  map[string]string{"#e": attrCursorEpoch, "#s": attrCursorSeq, "#sp": attrCursorSeqP},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(epoch)},
+	}
+	if seq != "" {
+		in.UpdateExpression = aws.String("SET #e = :e, #s = :s, #sp = :sp")
+		in.ExpressionAttributeValues[":s"] = str(seq)
+		in.ExpressionAttributeValues[":sp"] = str(source.PadSeq(seq))
+	}
+	_, err := s.api.UpdateItem(ctx, in)
+	if dynamotables.IsConditionalCheckFailed(err) {
+		return fmt.Errorf("%w: reset of %q/%q by epoch %d", cursorstore.ErrFenced, projection, shardID, epoch)
+	}
+	if err != nil {
+		return fmt.Errorf("store/dynamo: reset cursor %q/%q to %q: %w", projection, shardID, seq, err)
+	}
+	return nil
 }

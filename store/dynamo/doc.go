@@ -53,6 +53,12 @@
 //	source.SeqWidth so that a string comparison in a condition is a numeric one), stopped S and
 //	stopped_ms N (only while the shard is stopped: Cursor.Stopped, Cursor.StoppedMs)
 //
+// and per projection one pause item (SetPaused, Pauses), sort key PauseSK ("#pause", which no
+// shard can be): all BOOL (present while the projection as a whole is paused) and shards SS
+// (the shards paused one by one). SetPaused is one unconditional UpdateItem (SET/REMOVE all,
+// ADD/DELETE shards), Pauses one GetItem. Reset is one UpdateItem conditional on epoch <= new
+// that sets the epoch and the sequence number (or removes it) in either direction.
+//
 // Claim is one UpdateItem conditional on epoch <= new; Save is one UpdateItem conditional on
 // epoch = mine and seqp <= new. When a Save's condition fails the item is read (dynalite returns
 // no item with ReturnValuesOnConditionCheckFailure) to tell ErrFenced from ErrBackwards. Stop is
@@ -73,12 +79,14 @@
 //	document   pk = projection+"#"+collection   sk = document key
 //	           doc        M   the JSON document as native attributes (absent: tombstone)
 //	           "seq:"+S   S   per shard S that wrote the item: last applied sequence number,
-//	                          zero-padded (source.PadSeq) so that strings compare numerically
+//	                          zero-padded (source.PadSeq) so that strings compare numerically;
+//	                          after resets "g"+20-digit generation+":"+padded (ResetWrites)
 //	           "epoch:"+S N   per shard S: the lease epoch of that write
 //	           "r:"+S+":"+P N per dead-letter replay of event P (padded) of shard S that wrote the
 //	                          item: the replaying epoch (ReplayAttr)
 //	fence      pk = projection+"#"                sk = "fence#"+shard id
-//	           epoch N (highest epoch seen), hi S (highest padded seq an Apply began), seq S
+//	           epoch N (highest epoch seen), hi S (highest padded seq an Apply began), seq S,
+//	           gen N (reset generation of the shard's markers; absent = 0)
 //	registry   pk = projection+"#"                sk = "collections"
 //	           cols SS        every collection the projection has written
 //

@@ -90,7 +90,7 @@ func Open(ctx context.Context, cfg Config) (*store.Stores, error) {
 		return nil, err
 	}
 	return &store.Stores{Leases: leases, Cursors: cursors, ReadModel: rm, DeadLetters: dl, Registry: reg,
-		Mode: store.Fenced, WriteClaimer: rm, CheckMutation: CheckMutation}, nil
+		Mode: store.Fenced, WriteClaimer: rm, Resetter: rm, CheckMutation: CheckMutation}, nil
 }
 
 // CreateTables creates the tables of cfg (on-demand billing) and waits until they are active;

@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ const (
 	attrFenceEpoch   = "epoch"
 	attrFenceHi      = "hi"
 	attrFenceSeq     = "seq"
+	attrFenceGen     = "gen" // the shard's reset generation (ResetWrites); absent = 0
 	attrCols         = "cols"
 	fenceSKPrefix    = "fence#"
 	registrySK       = "collections"
@@ -65,6 +67,7 @@ type ReadModel struct {
 var (
 	_ readmodel.Store        = (*ReadModel)(nil)
 	_ readmodel.WriteClaimer = (*ReadModel)(nil)
+	_ readmodel.Resetter     = (*ReadModel)(nil)
 )
 
 // NewReadModel returns a ReadModel on the read model table of prefix (see
@@ -227,8 +230,8 @@ func (s *ReadModel) raiseEpoch(ctx context.Context, projection, shardID string, 
 }
 
 type fence struct {
-	epoch   int64
-	hi, seq string
+	epoch, gen int64
+	hi, seq    string
 }
 
 func (s *ReadModel) readFence(ctx context.Context, projection, shardID string) (fence, error) {
@@ -242,6 +245,9 @@ func (s *ReadModel) readFence(ctx context.Context, projection, shardID string) (
 	}
 	var f fence
 	if f.epoch, _, err = intAttr(out.Item, attrFenceEpoch); err != nil {
+		return fence{}, fmt.Errorf("store/dynamo: write fence of %q/%q: %w", projection, shardID, err)
+	}
+	if f.gen, _, err = intAttr(out.Item, attrFenceGen); err != nil {
 		return fence{}, fmt.Errorf("store/dynamo: write fence of %q/%q: %w", projection, shardID, err)
 	}
 	if v, ok := out.Item[attrFenceHi].(*types.AttributeValueMemberS); ok {
@@ -276,13 +282,15 @@ func (s *ReadModel) Apply(ctx context.Context, w readmodel.Write) error {
 	if err != nil {
 		return fmt.Errorf("store/dynamo: apply %q/%q at %s: %w", w.Projection, w.ShardID, w.Seq, err)
 	}
-	m := seqMarker(w)
+	var m marker
 	if w.Replay != "" {
 		// A replay is fenced by its epoch only: the shard's high-water mark stays as it is.
 		m = replayMarker(w)
 		_, err = s.raiseEpoch(ctx, w.Projection, w.ShardID, w.Epoch)
 	} else {
-		err = s.raiseFence(ctx, w, source.PadSeq(w.Seq))
+		var gen int64
+		gen, err = s.raiseFence(ctx, w, source.PadSeq(w.Seq))
+		m = seqMarker(w, gen)
 	}
 	if err != nil {
 		return err
@@ -386,37 +394,46 @@ func coalesce(ms []readmodel.Mutation) ([]pending, error) {
 	return out, nil
 }
 
-func (s *ReadModel) raiseFence(ctx context.Context, w readmodel.Write, padded string) error {
+func (s *ReadModel) raiseFence(ctx context.Context, w readmodel.Write, padded string) (int64, error) {
 	fkey := readModelKey(metaPK(w.Projection), fenceSKPrefix+w.ShardID)
 	names := map[string]string{"#e": attrFenceEpoch, "#h": attrFenceHi, "#s": attrFenceSeq}
-	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       fkey,
 		UpdateExpression:          aws.String("SET #e = :e, #h = :h, #s = :s"),
 		ConditionExpression:       aws.String("(attribute_not_exists(#e) OR #e <= :e) AND (attribute_not_exists(#h) OR #h <= :h)"),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(w.Epoch), ":h": str(padded), ":s": str(w.Seq)},
+		ReturnValues:              types.ReturnValueAllNew,
 	})
 	if err == nil {
-		return nil
+		gen, _, gerr := intAttr(out.Attributes, attrFenceGen)
+		if gerr != nil {
+			return 0, fmt.Errorf("store/dynamo: write fence of %q/%q: %w", w.Projection, w.ShardID, gerr)
+		}
+		return gen, nil
 	}
 	if !dynamotables.IsConditionalCheckFailed(err) {
-		return fmt.Errorf("store/dynamo: raise the write fence of %q/%q: %w", w.Projection, w.ShardID, err)
+		return 0, fmt.Errorf("store/dynamo: raise the write fence of %q/%q: %w", w.Projection, w.ShardID, err)
 	}
 	// Either a newer epoch (fenced) or a replay below the high-water mark (keep hi, but still
 	// raise the epoch so that older owners are fenced from now on).
 	f, err := s.readFence(ctx, w.Projection, w.ShardID)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if f.epoch > w.Epoch {
-		return fmt.Errorf("%w: %q/%q has epoch %d, write by epoch %d refused", readmodel.ErrFenced, w.Projection, w.ShardID, f.epoch, w.Epoch)
+		return 0, fmt.Errorf("%w: %q/%q has epoch %d, write by epoch %d refused", readmodel.ErrFenced, w.Projection, w.ShardID, f.epoch, w.Epoch)
 	}
 	if f.epoch == w.Epoch {
-		return nil
+		return f.gen, nil
 	}
-	_, err = s.raiseEpoch(ctx, w.Projection, w.ShardID, w.Epoch)
-	return err
+	fa, err := s.raiseEpoch(ctx, w.Projection, w.ShardID, w.Epoch)
+	if err != nil {
+		return 0, err
+	}
+	gen, _, err := intAttr(fa, attrFenceGen)
+	return gen, err
 }
 
 // register adds the collections of writes to the projection's registry item, once per process.
@@ -459,13 +476,108 @@ type marker struct {
 
 // seqMarker: the shard's sequence-number marker, raised by every write of the shard. A stored
 // marker at or past this write's covers it.
-func seqMarker(w readmodel.Write) marker {
-	padded := source.PadSeq(w.Seq)
+//
+// Its value is the padded sequence number in reset generation 0, and "g" + the generation in 20
+// digits + ":" + the padded sequence number after resets (ResetWrites): every marker of a
+// later generation compares above every marker of an earlier one ('g' is above the digits), so
+// the events after a reset cursor are applied again, whatever an item's marker of the earlier
+// generation says.
+func seqMarker(w readmodel.Write, gen int64) marker {
+	padded := markerValue(gen, w.Seq)
 	return marker{name: SeqAttrPrefix + w.ShardID, value: str(padded), cond: "(attribute_not_exists(#m) OR #m < :m)",
 		covers: func(v types.AttributeValue) bool {
 			s, ok := v.(*types.AttributeValueMemberS)
 			return ok && s.Value >= padded
 		}}
+}
+
+// markerValue is the value of a sequence-number marker of seq in reset generation gen.
+func markerValue(gen int64, seq string) string {
+	if gen == 0 {
+		return source.PadSeq(seq)
+	}
+	return fmt.Sprintf("g%020d:%s", gen, source.PadSeq(seq))
+}
+
+// ResetWrites raises the shard's write fence to epoch (readmodel.ErrFenced when it holds a
+// newer one), starts a new reset generation of its sequence-number markers and forgets the
+// interrupted write's high-water mark, in one conditional UpdateItem of the fence item (SET
+// epoch, ADD gen 1, REMOVE hi, seq). Writes of the new generation are applied over any marker
+// of an older one (seqMarker); an Apply of an older epoch that passed the fence before is
+// refused at every item the new owner wrote (epoch:S), and the items it writes elsewhere carry
+// markers of the older generation, which the replay overwrites. Retried after an applied
+// attempt, it starts one more generation: harmless (only the order of generations counts).
+func (s *ReadModel) ResetWrites(ctx context.Context, projection, shardID string, epoch int64) error {
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       readModelKey(metaPK(projection), fenceSKPrefix+shardID),
+		UpdateExpression:          aws.String("SET #e = :e REMOVE #h, #s ADD #g :one"),
+		ConditionExpression:       aws.String("attribute_not_exists(#e) OR #e <= :e"),
+		ExpressionAttributeNames:  map[string]string{"#e": attrFenceEpoch, "#g": attrFenceGen, "#h": attrFenceHi, "#s": attrFenceSeq},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(epoch), ":one": num(1)},
+	})
+	if dynamotables.IsConditionalCheckFailed(err) {
+		return fmt.Errorf("%w: %q/%q has an epoch above %d", readmodel.ErrFenced, projection, shardID, epoch)
+	}
+	if err != nil {
+		return fmt.Errorf("store/dynamo: reset the writes of %q/%q at epoch %d: %w", projection, shardID, epoch, err)
+	}
+	return nil
+}
+
+// ClearDocs deletes every document item of the projection (tombstones too): a Query of each
+// registered collection's keys and a DeleteItem per item (up to MaxInFlight at a time). The fence and registry items
+// stay (live workers remember the registered collections).
+func (s *ReadModel) ClearDocs(ctx context.Context, projection string) error {
+	cols, err := s.collections(ctx, projection)
+	if err != nil {
+		return err
+	}
+	for _, c := range cols {
+		p := dynamodb.NewQueryPaginator(s.api, &dynamodb.QueryInput{
+			TableName:                 aws.String(s.table),
+			KeyConditionExpression:    aws.String("#pk = :pk"),
+			ProjectionExpression:      aws.String("#pk, #sk"),
+			ExpressionAttributeNames:  map[string]string{"#pk": dynamotables.ReadModelPK, "#sk": dynamotables.ReadModelSK},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(DocPK(projection, c))},
+			ConsistentRead:            aws.Bool(true),
+		})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return fmt.Errorf("store/dynamo: clear collection %q of %q: %w", c, projection, err)
+			}
+			if err := s.deleteItems(ctx, page.Items); err != nil {
+				return fmt.Errorf("store/dynamo: clear collection %q of %q: %w", c, projection, err)
+			}
+		}
+	}
+	return nil
+}
+
+// deleteItems deletes the items of keys with DeleteItem, up to maxInFlight at a time.
+func (s *ReadModel) deleteItems(ctx context.Context, keys []map[string]types.AttributeValue) error {
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		sem      = make(chan struct{}, s.maxInFlight)
+	)
+	for _, k := range keys {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			_, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: k})
+			if err != nil {
+				mu.Lock()
+				firstErr = cmp.Or(firstErr, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
 }
 
 // replayMarker: the marker of one dead-letter replay, set once (to the replaying epoch). Any

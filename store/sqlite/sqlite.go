@@ -50,7 +50,7 @@ func stores(st *local.Store) *store.Stores {
 	rm := st.ReadModels()
 	return &store.Stores{
 		Leases: st.Leases(), Cursors: st.Cursors(), ReadModel: rm, DeadLetters: st.DeadLetters(),
-		Registry: st.Registry(), Mode: store.Transactional, Committer: rm, Close: st.Close,
+		Registry: st.Registry(), Mode: store.Transactional, Committer: rm, Resetter: rm, Close: st.Close,
 	}
 }
 
