@@ -155,7 +155,7 @@ func TestReadEvents(t *testing.T) {
 		`[{"origin":"A"}, 5]`:                           "element 1 is not a JSON object",
 		`{"origin":"A"}` + "\n" + `{"dest":"B"}`:        `element 1: no field "origin"`,
 		`{"origin":"A"}` + "\n" + `{"origin":`:          "element 1",
-		`{"origin":"` + strings.Repeat("k", 257) + `"}`: "257 bytes long; partition keys are at most 256",
+		`{"origin":"` + strings.Repeat("k", 257) + `"}`: `field "origin" is 257 characters long; partition keys are at most 256 characters`,
 	}
 	for in, want := range bad {
 		_, err := ReadEvents(strings.NewReader(in), "origin")

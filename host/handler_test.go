@@ -109,7 +109,7 @@ func TestHandleInputErrors(t *testing.T) {
 	if _, err := h.Handle(ctx, evs("s2", 1, "A", `{}`), rm); err == nil || !strings.Contains(err.Error(), `is of shard "s2", the handler's shard is "s1"`) {
 		t.Errorf("foreign shard: %v", err)
 	}
-	long := []event.Event{{ShardID: "s1", Seq: "1", PartitionKey: strings.Repeat("k", 257), Data: []byte(`{}`)}}
+	long := []event.Event{{ShardID: "s1", Seq: "1", PartitionKey: strings.Repeat("k", wasmabi.MaxKeyLen+1), Data: []byte(`{}`)}}
 	if _, err := h.Handle(ctx, long, rm); !errors.Is(err, wasmabi.ErrMalformed) {
 		t.Errorf("oversized partition key: %v", err)
 	}

@@ -141,9 +141,10 @@ func (m *MemReadModel) Docs() []event.Doc {
 // ReadEvents reads test events with internal/eventfile: a JSON array of objects or JSON lines,
 // optionally gzip-compressed (detected by the magic bytes). Each element's JSON bytes (compacted)
 // become an event's Data; its partition key is the top-level field keyField (a string, or a
-// number as its text; 1..256 bytes); its sequence number is its 1-based index in decimal; its
-// shard is TestShardID; arrival time 0. Errors wrap eventfile.ErrBadInput and name the element
-// (0-based index): a syntax error, an element that is not a JSON object, a missing key field.
+// number as its text; 1 to 256 Unicode characters, the Kinesis limit); its sequence number is
+// its 1-based index in decimal; its shard is TestShardID; arrival time 0. Errors wrap
+// eventfile.ErrBadInput and name the element (0-based index): a syntax error, an element that
+// is not a JSON object, a missing key field, a key of more than 256 characters.
 func ReadEvents(r io.Reader, keyField string) ([]event.Event, error) {
 	var events []event.Event
 	err := eventfile.Scan(r, keyField, func(i int, key string, raw []byte) error {

@@ -34,13 +34,23 @@ const (
 	ImportRead       = "read"
 )
 
-// Limits of ABI v1. Sources: Kinesis partition keys are at most 256 characters and records at
-// most 1 MiB (Amazon Kinesis Data Streams quotas); sequence numbers match the Kinesis API pattern
+// Limits of ABI v1, in bytes unless stated otherwise. Sources: Kinesis records are at most
+// 1 MiB (Amazon Kinesis Data Streams quotas); sequence numbers match the Kinesis API pattern
 // 0|([1-9]\d{0,128}), so at most 129 decimal digits (real ones have 56).
 const (
-	MaxSeqLen        = 129
-	MaxShardIDLen    = 256
-	MaxKeyLen        = 256 // partition key
+	MaxSeqLen     = 129
+	MaxShardIDLen = 256
+	// MaxKeyChars is the longest partition key, in Unicode characters (code points): Kinesis's
+	// rule ("Partition keys are Unicode strings with a maximum length limit of 256 characters",
+	// Amazon Kinesis Data Streams API Reference, PutRecord and PutRecordsRequestEntry). Where
+	// keys come in, the journal, memsource and event files (projhost journal append, kinesis
+	// put, test) refuse longer ones.
+	MaxKeyChars = 256
+	// MaxKeyLen is the longest partition key the ABI carries, in bytes: MaxKeyChars characters
+	// of at most 4 UTF-8 bytes each (1024), so that every key Kinesis accepts is carried (were
+	// its characters UTF-16 code units, its keys would only be shorter: at most 768 bytes). It
+	// bounds the buffer only; the codec does not count characters.
+	MaxKeyLen        = 4 * MaxKeyChars
 	MaxDataLen       = 1 << 20
 	MaxCollectionLen = 255
 	MaxDocKeyLen     = 1024
@@ -119,7 +129,8 @@ func CheckEvent(e *Event) error {
 	case len(e.Seq) == 0 || len(e.Seq) > MaxSeqLen:
 		return fmt.Errorf("%w: sequence number length %d not in 1..%d", ErrMalformed, len(e.Seq), MaxSeqLen)
 	case len(e.PartitionKey) > MaxKeyLen:
-		return fmt.Errorf("%w: partition key of %d bytes exceeds %d", ErrMalformed, len(e.PartitionKey), MaxKeyLen)
+		return fmt.Errorf("%w: partition key of %d bytes exceeds %d bytes (%d characters of up to 4 UTF-8 bytes each, the Kinesis limit): the producer must use a shorter key",
+			ErrMalformed, len(e.PartitionKey), MaxKeyLen, MaxKeyChars)
 	case len(e.Data) > MaxDataLen:
 		return fmt.Errorf("%w: event data of %d bytes exceeds %d", ErrMalformed, len(e.Data), MaxDataLen)
 	}

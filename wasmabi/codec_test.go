@@ -16,7 +16,84 @@ func sampleEvents() []Event {
 	return []Event{
 		{Seq: []byte("1"), PartitionKey: []byte("DTW"), ArrivalMs: 1700000000000, Data: []byte(`{"origin":"DTW"}`)},
 		{Seq: []byte("49590338271490256608559692538361571095921575989136588898"), PartitionKey: nil, ArrivalMs: -1, Data: nil},
-		{Seq: []byte(strings.Repeat("9", MaxSeqLen)), PartitionKey: []byte(strings.Repeat("k", MaxKeyLen)), Data: bytes.Repeat([]byte{0}, 1000)},
+		{Seq: []byte(strings.Repeat("9", MaxSeqLen)), PartitionKey: []byte(strings.Repeat("k", MaxKeyChars)), Data: bytes.Repeat([]byte{0}, 1000)},
+		// The longest key Kinesis accepts, in bytes: 256 characters of 4 UTF-8 bytes each.
+		{Seq: []byte("2"), PartitionKey: []byte(strings.Repeat("😀", MaxKeyChars)), ArrivalMs: 1, Data: []byte(`{}`)},
+	}
+}
+
+// TestPartitionKeyLimit: the ABI carries every partition key Kinesis accepts (up to 256
+// characters, whatever their UTF-8 width) and refuses, on encoding and decoding, a key over
+// 1024 bytes.
+func TestPartitionKeyLimit(t *testing.T) {
+	require.Equal(t, 256, MaxKeyChars)
+	require.Equal(t, 1024, MaxKeyLen)
+	for _, tt := range []struct {
+		name  string
+		key   string
+		bytes int
+		msg   string // "" when the key is carried
+	}{
+		{"one character", "k", 1, ""},
+		{"256 ASCII characters", strings.Repeat("k", 256), 256, ""},
+		{"256 characters of 2 bytes", strings.Repeat("é", 256), 512, ""},
+		{"256 characters of 3 bytes", strings.Repeat("✈", 256), 768, ""},
+		{"256 characters of 4 bytes", strings.Repeat("😀", 256), 1024, ""},
+		{"257 characters of 4 bytes", strings.Repeat("😀", 257), 1028, "partition key of 1028 bytes exceeds 1024 bytes (256 characters of up to 4 UTF-8 bytes each"},
+		{"1025 bytes", strings.Repeat("😀", 256) + "k", 1025, "partition key of 1025 bytes exceeds 1024 bytes"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.bytes, len(tt.key))
+			ev := Event{Seq: []byte("7"), PartitionKey: []byte(tt.key), ArrivalMs: 1700000000000, Data: []byte(`{"a":1}`)}
+			buf, err := AppendBatch(nil, "shardId-000000000001", []Event{ev})
+			if tt.msg != "" {
+				require.ErrorIs(t, err, ErrMalformed)
+				require.Contains(t, err.Error(), tt.msg)
+				require.ErrorIs(t, CheckEvent(&ev), ErrMalformed)
+				return
+			}
+			require.NoError(t, err)
+			require.NoError(t, CheckEvent(&ev))
+			// The length field holds the key's bytes, right after the sequence number.
+			require.Equal(t, uint16(tt.bytes), binary.LittleEndian.Uint16(buf[14+20+2+1:]))
+			_, got, err := DecodeBatch(buf)
+			require.NoError(t, err)
+			require.Len(t, got, 1)
+			require.Equal(t, tt.key, string(got[0].PartitionKey))
+			require.Equal(t, `{"a":1}`, string(got[0].Data))
+		})
+	}
+}
+
+// TestDecodeRefusesLongKey: a batch whose key length field says more than MaxKeyLen is refused
+// by the decoder, even when the bytes are there.
+func TestDecodeRefusesLongKey(t *testing.T) {
+	for _, tt := range []struct {
+		keyLen int
+		ok     bool
+	}{{MaxKeyLen, true}, {MaxKeyLen + 1, false}, {0xFFFF, false}} {
+		t.Run(fmt.Sprint(tt.keyLen), func(t *testing.T) {
+			var b []byte
+			b = binary.LittleEndian.AppendUint32(b, Version)
+			b = binary.LittleEndian.AppendUint32(b, 0)
+			b = binary.LittleEndian.AppendUint32(b, 1)
+			b = binary.LittleEndian.AppendUint16(b, 1)
+			b = append(b, 's')
+			b = binary.LittleEndian.AppendUint16(b, 1)
+			b = append(b, '1')
+			b = binary.LittleEndian.AppendUint16(b, uint16(tt.keyLen))
+			b = append(b, bytes.Repeat([]byte("k"), tt.keyLen)...)
+			b = binary.LittleEndian.AppendUint64(b, 0)
+			b = binary.LittleEndian.AppendUint32(b, 0)
+			_, got, err := DecodeBatch(b)
+			if tt.ok {
+				require.NoError(t, err)
+				require.Len(t, got[0].PartitionKey, tt.keyLen)
+				return
+			}
+			require.ErrorIs(t, err, ErrMalformed)
+			require.Contains(t, err.Error(), "event 0: partition key truncated or too long")
+		})
 	}
 }
 
@@ -28,7 +105,7 @@ func TestBatchRoundTrip(t *testing.T) {
 	// The header, byte by byte (ABI.md §2).
 	require.Equal(t, uint32(1), binary.LittleEndian.Uint32(buf[0:]))
 	require.Equal(t, uint32(0), binary.LittleEndian.Uint32(buf[4:]))
-	require.Equal(t, uint32(3), binary.LittleEndian.Uint32(buf[8:]))
+	require.Equal(t, uint32(len(evs)), binary.LittleEndian.Uint32(buf[8:]))
 	require.Equal(t, uint16(20), binary.LittleEndian.Uint16(buf[12:]))
 	require.Equal(t, "shardId-000000000007", string(buf[14:34]))
 	require.Equal(t, uint16(1), binary.LittleEndian.Uint16(buf[34:]))
@@ -37,7 +114,7 @@ func TestBatchRoundTrip(t *testing.T) {
 	shard, got, err := DecodeBatch(buf)
 	require.NoError(t, err)
 	require.Equal(t, "shardId-000000000007", shard)
-	require.Len(t, got, 3)
+	require.Len(t, got, len(evs))
 	for i := range evs {
 		require.Equal(t, string(evs[i].Seq), string(got[i].Seq))
 		require.Equal(t, string(evs[i].PartitionKey), string(got[i].PartitionKey))
@@ -55,7 +132,7 @@ func TestAppendBatchLimits(t *testing.T) {
 	}{
 		{"empty seq", "s", Event{}, "sequence number length 0"},
 		{"long seq", "s", Event{Seq: bytes.Repeat([]byte("1"), MaxSeqLen+1)}, "sequence number length 130"},
-		{"long key", "s", Event{Seq: []byte("1"), PartitionKey: make([]byte, MaxKeyLen+1)}, "partition key of 257 bytes"},
+		{"long key", "s", Event{Seq: []byte("1"), PartitionKey: make([]byte, MaxKeyLen+1)}, "partition key of 1025 bytes exceeds 1024 bytes"},
 		{"big data", "s", Event{Seq: []byte("1"), Data: make([]byte, MaxDataLen+1)}, "event data of 1048577 bytes"},
 		{"long shard", strings.Repeat("s", MaxShardIDLen+1), Event{Seq: []byte("1")}, "shard id of 257 bytes"},
 	}

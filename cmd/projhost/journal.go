@@ -60,7 +60,8 @@ func init() {
 		Short: "Append events from a JSON array or JSON lines file (gzip accepted); - or no file reads stdin",
 		Long: `Append events from a JSON array or JSON lines file (gzip accepted); - or no file reads stdin.
 Each element must be a JSON object with the --key-field as a string or number (the partition key:
-valid UTF-8, at most 256 bytes); each event is at most 1 MiB (the Kinesis record limit).
+valid UTF-8, 1 to 256 characters, the Kinesis limit); each event is at most 1 MiB (the Kinesis
+record limit).
 Events are appended in transactions of --batch events: an interrupted append keeps whole batches
 and says how many events went in.`,
 		Args: cobra.MaximumNArgs(1),

@@ -68,7 +68,7 @@ ACTIVE again.`}
 		Short: "Put events from a JSON array or JSON lines file (gzip accepted) as Kinesis records; - or no file reads stdin",
 		Long: `Put events from a JSON array or JSON lines file (gzip accepted; - or no file reads stdin) as
 records of --stream, one record per element: its compact JSON as data, its --key-field (a string
-or number; valid UTF-8, at most 256 bytes) as partition key. The journal's input formats and
+or number; valid UTF-8, 1 to 256 characters) as partition key. The journal's input formats and
 rules (projhost journal append).
 
 Records go in PutRecords calls of at most 500 records and 5 MiB (data and partition keys; a

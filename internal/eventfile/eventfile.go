@@ -15,10 +15,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/buger/jsonparser"
-)
 
-// MaxKeyLen is the longest partition key accepted, in bytes (Kinesis: 256 characters).
-const MaxKeyLen = 256
+	"github.com/projhost/projhost/wasmabi"
+)
 
 // ErrBadInput is wrapped by every error about the content of an events file.
 var ErrBadInput = errors.New("eventfile: bad input")
@@ -97,7 +96,8 @@ func Scan(r io.Reader, keyField string, fn func(i int, key string, raw []byte) e
 }
 
 // Key returns the partition key of one JSON object: its top-level field keyField, a non-empty
-// string or a number (as its text).
+// string or a number (as its text), of at most wasmabi.MaxKeyChars Unicode characters (the
+// Kinesis limit, counted in characters, not bytes).
 func Key(obj []byte, keyField string) (string, error) {
 	v, typ, _, err := jsonparser.Get(obj, keyField)
 	if err != nil || typ == jsonparser.NotExist {
@@ -112,15 +112,22 @@ func Key(obj []byte, keyField string) (string, error) {
 		if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
 			return "", fmt.Errorf("field %q is not valid UTF-8 or contains NUL: partition keys are Unicode strings", keyField)
 		}
-		if len(s) > MaxKeyLen {
-			return "", fmt.Errorf("field %q is %d bytes long; partition keys are at most %d (the Kinesis limit)", keyField, len(s), MaxKeyLen)
-		}
-		return s, nil
+		return s, checkKeyLen(s, keyField)
 	case jsonparser.Number:
-		return string(v), nil
+		return string(v), checkKeyLen(string(v), keyField)
 	default:
 		return "", fmt.Errorf("field %q is a %s, want a string or a number", keyField, typ)
 	}
+}
+
+// checkKeyLen refuses a key of more than wasmabi.MaxKeyChars characters (not bytes: Kinesis
+// counts characters).
+func checkKeyLen(key, keyField string) error {
+	if n := utf8.RuneCountInString(key); n > wasmabi.MaxKeyChars {
+		return fmt.Errorf("field %q is %d characters long; partition keys are at most %d characters (the Kinesis limit): shorten it or choose another --key-field",
+			keyField, n, wasmabi.MaxKeyChars)
+	}
+	return nil
 }
 
 func firstNonSpace(br *bufio.Reader) (byte, error) {

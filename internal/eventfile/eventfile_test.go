@@ -6,8 +6,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/projhost/projhost/wasmabi"
 )
 
 type rec struct {
@@ -59,7 +62,12 @@ func TestScan(t *testing.T) {
 		{"junk after array", []byte("[{\"origin\":\"A\"}]\nthis is junk"), nil, `unexpected 't'`},
 		{"invalid utf8 key", []byte("{\"origin\":\"A\xffB\"}"), nil, "not valid UTF-8"},
 		{"nul key", []byte(`{"origin":"a\u0000b"}`), nil, "contains NUL"},
-		{"long key", []byte(`{"origin":"` + strings.Repeat("k", 257) + `"}`), nil, "at most 256"},
+		{"256 characters of 4 bytes", []byte(`{"origin":"` + strings.Repeat("😀", 256) + `"}`), []rec{{strings.Repeat("😀", 256), `{"origin":"` + strings.Repeat("😀", 256) + `"}`}}, ""},
+		{"256 escaped characters", []byte(`{"origin":"` + strings.Repeat(`\ud83d\ude00`, 256) + `"}`), []rec{{strings.Repeat("😀", 256), `{"origin":"` + strings.Repeat(`\ud83d\ude00`, 256) + `"}`}}, ""},
+		{"long key", []byte(`{"origin":"` + strings.Repeat("k", 257) + `"}`), nil, `field "origin" is 257 characters long; partition keys are at most 256 characters`},
+		{"257 characters of 4 bytes", []byte(`{"origin":"` + strings.Repeat("😀", 257) + `"}`), nil, `field "origin" is 257 characters long`},
+		{"256-digit number key", []byte(`{"origin":` + strings.Repeat("9", 256) + `}`), []rec{{strings.Repeat("9", 256), `{"origin":` + strings.Repeat("9", 256) + `}`}}, ""},
+		{"257-digit number key", []byte(`{"origin":` + strings.Repeat("9", 257) + `}`), nil, `field "origin" is 257 characters long`},
 		{"bom", append([]byte{0xEF, 0xBB, 0xBF}, `[{"origin":"DTW","delay":66},{"origin":"LAX","delay":-3}]`...), two, ""},
 		{"array then space", []byte("[{\"origin\":\"DTW\",\"delay\":66},{\"origin\":\"LAX\",\"delay\":-3}]\n \n"), two, ""},
 	}
@@ -95,7 +103,7 @@ func FuzzScan(f *testing.F) {
 	f.Add([]byte(`[{"origin":"DTW"},`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		_ = Scan(bytes.NewReader(in), "origin", func(i int, key string, raw []byte) error {
-			if key == "" || len(raw) == 0 || raw[0] != '{' {
+			if key == "" || utf8.RuneCountInString(key) > wasmabi.MaxKeyChars || len(raw) == 0 || raw[0] != '{' {
 				t.Fatalf("bad element %d: key %q raw %q", i, key, raw)
 			}
 			return nil

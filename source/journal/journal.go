@@ -393,9 +393,11 @@ func ValidateAppendBatch(n int) error {
 func (j *Journal) Append(ctx context.Context, events []AppendEvent) ([]Position, error) {
 	hashes := make([]hashKey, len(events))
 	for i, e := range events {
-		if e.PartitionKey == "" || utf8.RuneCountInString(e.PartitionKey) > MaxPartitionKeyLen {
-			return nil, fmt.Errorf("journal: append: event %d: partition key must have 1 to %d characters: %w",
-				i, MaxPartitionKeyLen, ErrInvalid)
+		// Counted in characters, as Kinesis does (not bytes): at most 4 UTF-8 bytes each, so
+		// the ABI (wasmabi.MaxKeyLen, 1024 bytes) carries every key accepted here.
+		if n := utf8.RuneCountInString(e.PartitionKey); n == 0 || n > MaxPartitionKeyLen {
+			return nil, fmt.Errorf("journal: append: event %d: partition key of %d characters: it must have 1 to %d characters (the Kinesis limit): %w",
+				i, n, MaxPartitionKeyLen, ErrInvalid)
 		}
 		if len(e.Data) > MaxDataLen {
 			return nil, fmt.Errorf("journal: append: event %d: data of %d bytes exceeds %d: %w",

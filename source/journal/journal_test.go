@@ -12,6 +12,7 @@ import (
 
 	"github.com/projhost/projhost/source"
 	"github.com/projhost/projhost/source/sourcetest"
+	"github.com/projhost/projhost/wasmabi"
 )
 
 func create(t testing.TB, dir string, shards int, opts ...Option) *Journal {
@@ -268,8 +269,8 @@ func TestAppendInvalid(t *testing.T) {
 			t.Fatalf("refused append wrote to shard %d (head %s)", s, h)
 		}
 	}
-	// 256 multi-byte characters are fine; nil data is stored as empty.
-	pos, err := j.Append(ctx, []AppendEvent{{PartitionKey: strings.Repeat("é", MaxPartitionKeyLen)}})
+	// nil data is stored as empty.
+	pos, err := j.Append(ctx, []AppendEvent{{PartitionKey: "k"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,6 +281,59 @@ func TestAppendInvalid(t *testing.T) {
 	b, err := r.Read(ctx, 10, 0)
 	if err != nil || len(b.Events) != 1 || len(b.Events[0].Data) != 0 {
 		t.Fatalf("Read = %+v, %v; want one event with empty data", b.Events, err)
+	}
+}
+
+// TestAppendPartitionKeyLimit: the journal takes partition keys of 1 to 256 characters, as
+// Kinesis does, whatever their UTF-8 width, reads them back intact, and every key it takes can
+// be passed to a handler (wasmabi.CheckEvent: at most 1024 bytes).
+func TestAppendPartitionKeyLimit(t *testing.T) {
+	ctx := context.Background()
+	j := create(t, t.TempDir(), 2)
+	for _, tt := range []struct {
+		name, key string
+		bytes     int
+		err       string // "" when accepted
+	}{
+		{"one character", "k", 1, ""},
+		{"256 ASCII characters", strings.Repeat("k", 256), 256, ""},
+		{"256 characters of 2 bytes", strings.Repeat("é", 256), 512, ""},
+		{"256 characters of 4 bytes", strings.Repeat("😀", 256), 1024, ""},
+		{"empty", "", 0, "event 0: partition key of 0 characters: it must have 1 to 256 characters (the Kinesis limit)"},
+		{"257 ASCII characters", strings.Repeat("k", 257), 257, "event 0: partition key of 257 characters: it must have 1 to 256 characters"},
+		{"257 characters of 4 bytes", strings.Repeat("😀", 257), 1028, "event 0: partition key of 257 characters: it must have 1 to 256 characters"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if len(tt.key) != tt.bytes {
+				t.Fatalf("key of %d bytes, want %d", len(tt.key), tt.bytes)
+			}
+			pos, err := j.Append(ctx, []AppendEvent{{PartitionKey: tt.key, Data: []byte(tt.name)}})
+			if tt.err != "" {
+				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("Append: err = %v, want ErrInvalid containing %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := j.Open(ctx, pos[0].ShardID, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := r.Read(ctx, 100, 0)
+			if err != nil || len(b.Events) == 0 || b.Events[len(b.Events)-1].Seq != pos[0].Seq {
+				t.Fatalf("Read = %+v, %v; want the event appended last at seq %s", b.Events, err, pos[0].Seq)
+			}
+			e := b.Events[len(b.Events)-1]
+			if e.PartitionKey != tt.key || string(e.Data) != tt.name {
+				t.Fatalf("read key %q data %q, want %q %q", e.PartitionKey, e.Data, tt.key, tt.name)
+			}
+			ae := wasmabi.Event{Seq: []byte(e.Seq), PartitionKey: []byte(e.PartitionKey), Data: e.Data}
+			if err := wasmabi.CheckEvent(&ae); err != nil {
+				t.Fatalf("an event the journal took cannot be passed to a handler: %v", err)
+			}
+		})
 	}
 }
 

@@ -48,7 +48,8 @@ declare function host_read(collPtr: usize, collLen: i32, keyPtr: usize, keyLen: 
 const ABI_VERSION: u32 = 1;
 const MAX_SEQ_LEN: i32 = 128;
 const MAX_SHARD_ID_LEN: i32 = 256;
-const MAX_PARTITION_KEY_LEN: i32 = 256;
+// In bytes: 256 Unicode characters (the Kinesis limit) of up to 4 UTF-8 bytes each.
+const MAX_PARTITION_KEY_LEN: i32 = 1024;
 const MAX_DATA_LEN: u32 = 1 << 20;
 const MAX_COLLECTION_LEN: i32 = 255;
 const MAX_DOC_KEY_LEN: i32 = 1024;
