@@ -92,3 +92,29 @@ func TestPartitionKeyLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestLongestSequenceNumber: a sequence number of 129 digits (wasmabi.MaxSeqLen, the Kinesis
+// API's pattern 0|([1-9]\d{0,128})) reaches the handlers of both SDKs, which take the batch.
+func TestLongestSequenceNumber(t *testing.T) {
+	seq := "1" + strings.Repeat("0", wasmabi.MaxSeqLen-1)
+	batch := []event.Event{{ShardID: "s1", Seq: seq, PartitionKey: "k", Data: []byte(`{"i":1}`)}}
+	ctx := context.Background()
+	for _, name := range []string{testwasm.CountGo, testwasm.CountAS} {
+		t.Run(name, func(t *testing.T) {
+			wasm, err := os.ReadFile(testwasm.Path(t, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt, _ := newTestRuntime(t)
+			h := load(t, rt, name, wasm).NewHandler("s1")
+			defer h.Close(ctx)
+			muts, err := h.Handle(ctx, batch, NewMemReadModel())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(muts) != 1 || muts[0].Key != "k" || string(muts[0].Doc) != `{"count":1}` {
+				t.Fatalf("mutations %q", muts)
+			}
+		})
+	}
+}

@@ -46,7 +46,7 @@ declare function host_read(collPtr: usize, collLen: i32, keyPtr: usize, keyLen: 
 // ---- limits (ABI.md §2, §4) ----
 
 const ABI_VERSION: u32 = 1;
-const MAX_SEQ_LEN: i32 = 128;
+const MAX_SEQ_LEN: i32 = 129; // the Kinesis pattern 0|([1-9]\d{0,128})
 const MAX_SHARD_ID_LEN: i32 = 256;
 // In bytes: 256 Unicode characters (the Kinesis limit) of up to 4 UTF-8 bytes each.
 const MAX_PARTITION_KEY_LEN: i32 = 1024;
