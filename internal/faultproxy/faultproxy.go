@@ -123,6 +123,7 @@ type Proxy struct {
 	faults     []Fault
 	stats      Stats
 	hook       func(Fault)
+	observe    func(Request)
 }
 
 // Start listens on a free loopback port and forwards every request to target, a base URL
@@ -168,6 +169,14 @@ func (p *Proxy) OnFault(fn func(Fault)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.hook = fn
+}
+
+// OnRequest calls fn (nil: none) with every request, before it is forwarded, from the request's
+// goroutine (concurrently: fn must be safe for concurrent use). Tests count requests with it.
+func (p *Proxy) OnRequest(fn func(Request)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.observe = fn
 }
 
 // Faults returns the requests faulted so far, in order.
@@ -242,6 +251,12 @@ func (p *Proxy) serve(w http.ResponseWriter, in *http.Request) {
 	var named struct{ TableName string }
 	if json.Unmarshal(body, &named) == nil {
 		r.Table = named.TableName
+	}
+	p.mu.Lock()
+	observe := p.observe
+	p.mu.Unlock()
+	if observe != nil {
+		observe(r)
 	}
 	rule, idx := p.pick(r)
 	if rule.Kind == DelayThenApply {

@@ -106,7 +106,9 @@ func TestEveryAndMatch(t *testing.T) {
 	s, p := start(t)
 	var hooked []string
 	var mu sync.Mutex
+	var seen []string
 	p.OnFault(func(f faultproxy.Fault) { mu.Lock(); hooked = append(hooked, string(f.Request.Body)); mu.Unlock() })
+	p.OnRequest(func(r faultproxy.Request) { mu.Lock(); seen = append(seen, r.Op+" "+string(r.Body)); mu.Unlock() })
 	p.SetRule(faultproxy.Rule{Kind: faultproxy.ApplyThen500, Every: 3})
 	c := &http.Client{Timeout: 5 * time.Second}
 	var statuses []int
@@ -123,6 +125,8 @@ func TestEveryAndMatch(t *testing.T) {
 	assert.Equal(t, []int{200, 200, 500, 200, 200, 200, 500}, statuses)
 	assert.Equal(t, []string{"1", "2", "3", "4", "5", "6", "7"}, s.list(), "every request reached the server")
 	assert.Equal(t, []string{"3", "7"}, hooked)
+	assert.Equal(t, []string{"PutItem 1", "PutItem 2", "PutItem 3", "GetItem 4", "PutItem 5", "PutItem 6", "PutItem 7"}, seen,
+		"OnRequest sees every request")
 	assert.Equal(t, faultproxy.Stats{Requests: 7, Faults: 2}, p.Stats())
 
 	p.SetRule(faultproxy.Rule{})
