@@ -28,7 +28,7 @@ type chart struct {
 func drawChart(samples []sample, span time.Duration) chart {
 	c := chart{W: chartW, H: chartH, Unit: "events", Span: span.String()}
 	val := func(s sample) int64 { return s.Events }
-	known := false
+	known := len(samples) == 0
 	for _, s := range samples {
 		known = known || s.Events >= 0
 	}
