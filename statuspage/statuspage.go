@@ -373,7 +373,12 @@ func (p *Page) projectionView(pr Projection, now time.Time) projectionView {
 		}
 		pv.Rows = append(pv.Rows, rv)
 	}
-	pv.Chart = drawChart(pr.Samples, p.cfg.SampleEvery*time.Duration(p.cfg.Samples))
+	// The x axis covers the samples kept (at least 30 s), up to the ring's whole span.
+	span := p.cfg.SampleEvery * time.Duration(p.cfg.Samples)
+	if n := len(pr.Samples); n > 0 {
+		span = min(span, max(pr.Samples[n-1].At.Sub(pr.Samples[0].At), 30*time.Second))
+	}
+	pv.Chart = drawChart(pr.Samples, span)
 	return pv
 }
 
