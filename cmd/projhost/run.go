@@ -278,7 +278,7 @@ are probed at most once a second), and no dead-letter replay pending.`,
 	registerMaxModuleSize(f, &maxSize)
 	f.StringVar(&memLimit, "memory-limit", host.DefaultMemoryLimit, "cap on each handler instance's memory, in binary units, a multiple of 64KiB (e.g. 64MiB, 1GiB; at most 4GiB); one instance per owned shard, so a worker may hold shards x this")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&listen, "listen", "", "serve Prometheus metrics at http://ADDR/metrics while the worker runs (ADDR: HOST:PORT, e.g. 127.0.0.1:9090; port 0 picks a free one, logged); default: no listener")
+	f.StringVar(&listen, "listen", "", "serve Prometheus metrics at http://ADDR/metrics and the status page at http://ADDR/ (JSON: /status.json) while the worker runs (ADDR: HOST:PORT, e.g. 127.0.0.1:9090; port 0 picks a free one, logged); default: no listener")
 	f.StringVar(&trace, "trace", "", "append every shard open, batch, cursor save, handler error, dead letter, replay, stop and lease event, and the lag (sampled: projection.TraceLagEvery), to this file as JSON lines (projection.TraceRecord; for tools and tests)")
 	rootCmd.AddCommand(cmd)
 }
