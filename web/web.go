@@ -1,7 +1,8 @@
 // Package web is the HTTP listener of a projhost worker (`projhost run --listen ADDR`): one
 // http.Server with timeouts on one TCP address, and one mux on which each feature registers its
-// routes before serving starts. Today: /metrics (package prom, registered by cmd/projhost);
-// a status page at / and an admin API are meant to join the same mux.
+// routes before serving starts. Today: /metrics (package prom) and the status page at / and
+// /status.json (package statuspage), registered by cmd/projhost; an admin API is meant to join
+// the same mux.
 //
 // Use: Config.Validate (the one place an address is accepted or refused; the CLI calls it with
 // the other flags), Listen (binds at once, so a port in use fails before the worker takes a

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/projhost/projhost/source/journal"
+	"github.com/projhost/projhost/status"
 )
 
 // journalReshardCommands are `journal split`, `journal merge` and `journal status`.
@@ -166,7 +167,7 @@ func journalLineage(ctx context.Context, j *journal.Journal) ([]lineageRow, erro
 			return nil, err
 		}
 		if r.Head != "" {
-			r.Events = seqDiff(r.Head, start)
+			r.Events = status.SeqDiff(r.Head, start)
 		}
 		rows = append(rows, r)
 	}

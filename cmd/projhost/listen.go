@@ -9,12 +9,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/projhost/projhost/prom"
+	"github.com/projhost/projhost/statuspage"
 	"github.com/projhost/projhost/web"
 )
 
 // listener is `run --listen`'s HTTP server: the one place its routes are put on the mux. Today
-// GET /metrics (the worker's prom.Metrics, with the Go runtime's and the process's collectors);
-// a status page and an admin API are to be registered here too.
+// GET /metrics (the worker's prom.Metrics, with the Go runtime's and the process's collectors)
+// and the status page (statuspage.Page.Routes); an admin API is to be registered here too.
 type listener struct {
 	srv  *web.Server
 	done chan error
@@ -23,7 +24,7 @@ type listener struct {
 
 // startListener binds cfg's address (validated by the flag checks), registers the routes and
 // starts serving. Errors: the address cannot be bound.
-func startListener(cfg web.Config, logger *slog.Logger, metrics *prom.Metrics) (*listener, error) {
+func startListener(cfg web.Config, logger *slog.Logger, metrics *prom.Metrics, page *statuspage.Page) (*listener, error) {
 	cfg.Logger = logger
 	srv, err := web.Listen(cfg)
 	if err != nil {
@@ -33,10 +34,13 @@ func startListener(cfg web.Config, logger *slog.Logger, metrics *prom.Metrics) (
 	reg.MustRegister(metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn), ErrorHandling: promhttp.ContinueOnError}))
+	for pattern, h := range page.Routes() { // the status page: GET / and /status.json
+		srv.Handle(pattern, h)
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	l := &listener{srv: srv, done: make(chan error, 1), stop: stop}
 	go func() { l.done <- srv.Serve(ctx) }()
-	logger.Info("serving HTTP", "addr", srv.Addr(), "routes", "/metrics")
+	logger.Info("serving HTTP", "addr", srv.Addr(), "routes", "/metrics /status.json /")
 	return l, nil
 }
 

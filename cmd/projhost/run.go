@@ -25,6 +25,8 @@ import (
 	"github.com/projhost/projhost/shardmap"
 	"github.com/projhost/projhost/source"
 	"github.com/projhost/projhost/source/journal"
+	"github.com/projhost/projhost/status"
+	"github.com/projhost/projhost/statuspage"
 	"github.com/projhost/projhost/web"
 )
 
@@ -164,13 +166,22 @@ are probed at most once a second), and no dead-letter replay pending.`,
 		}
 		if listen != "" {
 			// Bound before --handler is made the active version: a port in use deploys nothing.
-			metrics := prom.New()
-			l, err := startListener(web.Config{Addr: listen}, logger, metrics)
+			metrics, live := prom.New(), status.NewLive()
+			page, err := statuspage.New(statuspage.Config{Status: status.Config{Stores: st.Stores, Source: src.Source, Header: src.header},
+				Projections: []string{name}, Live: live, Worker: workerID, LeaseDuration: c.LeaseDuration, Logger: logger})
+			if err != nil {
+				return err
+			}
+			l, err := startListener(web.Config{Addr: listen}, logger, metrics, page)
 			if err != nil {
 				return fmt.Errorf("--listen: %w", err)
 			}
 			defer l.close(logger)
-			c.Hooks = projection.Chain(c.Hooks, metrics.Hooks())
+			sctx, stopSampling := context.WithCancel(ctx)
+			sampled := make(chan struct{})
+			go func() { defer close(sampled); page.Run(sctx) }()
+			defer func() { stopSampling(); <-sampled }()
+			c.Hooks = projection.Chain(c.Hooks, metrics.Hooks(), live.Hooks())
 		}
 		if trace != "" {
 			f, err := os.OpenFile(trace, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -267,7 +278,7 @@ are probed at most once a second), and no dead-letter replay pending.`,
 	registerMaxModuleSize(f, &maxSize)
 	f.StringVar(&memLimit, "memory-limit", host.DefaultMemoryLimit, "cap on each handler instance's memory, in binary units, a multiple of 64KiB (e.g. 64MiB, 1GiB; at most 4GiB); one instance per owned shard, so a worker may hold shards x this")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&listen, "listen", "", "serve Prometheus metrics at http://ADDR/metrics while the worker runs (ADDR: HOST:PORT, e.g. 127.0.0.1:9090; port 0 picks a free one, logged); default: no listener")
+	f.StringVar(&listen, "listen", "", "serve Prometheus metrics at http://ADDR/metrics and the status page at http://ADDR/ (JSON: /status.json) while the worker runs (ADDR: HOST:PORT, e.g. 127.0.0.1:9090; port 0 picks a free one, logged); default: no listener")
 	f.StringVar(&trace, "trace", "", "append every shard open, batch, cursor save, handler error, dead letter, replay, stop and lease event, and the lag (sampled: projection.TraceLagEvery), to this file as JSON lines (projection.TraceRecord; for tools and tests)")
 	rootCmd.AddCommand(cmd)
 }

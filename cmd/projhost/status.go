@@ -6,66 +6,46 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"slices"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/projhost/projhost/deadletter"
-	"github.com/projhost/projhost/registry"
 	"github.com/projhost/projhost/shardmap"
 	"github.com/projhost/projhost/source"
 	"github.com/projhost/projhost/source/journal"
-	"github.com/projhost/projhost/source/kinesis"
+	"github.com/projhost/projhost/status"
 	"github.com/projhost/projhost/store/sqlite"
 )
 
-// projectionLister is implemented by lease stores that can list the projections they hold.
-type projectionLister interface {
-	Projections(ctx context.Context) ([]string, error)
-}
-
-// shardStatus is one row of `projhost status`.
-type shardStatus struct {
-	Projection string `json:"projection"`
-	Shard      string `json:"shard"`
-	Owner      string `json:"owner"`
-	State      string `json:"state"`
-	Epoch      int64  `json:"epoch"`
-	Cursor     string `json:"cursor"`
-	Head       string `json:"head"`
-	LagEvents  int64  `json:"lag_events"` // -1 when unknown (Kinesis) or the cursor is beyond the head (see Problem)
-	// LagMillis (Kinesis) is MillisBehindLatest at the cursor (a probe: GetShardIterator
-	// AFTER_SEQUENCE_NUMBER the cursor, GetRecords Limit 1); -1 when the server did not say; 0
-	// for a finished shard; absent for the journal.
-	LagMillis *int64 `json:"lag_ms,omitempty"`
-	// RecordsBehind (Kinesis): the probe found a record after the cursor.
-	RecordsBehind *bool `json:"records_behind,omitempty"`
-	// Closed: the shard was split or merged (no new records); its lease is FINISHED once read.
-	Closed  bool   `json:"closed,omitempty"`
-	Problem string `json:"problem,omitempty"`
-	// Stopped is why the stop error policy stopped the shard ("" = not stopped); State is then
-	// "STOPPED" until `projhost resume`.
-	Stopped string `json:"stopped,omitempty"`
-	// DeadLetters counts the shard's dead letters not replayed or dropped yet.
-	DeadLetters int `json:"dead_letters"`
-	// Version is the module registry version the shard's owner last switched it to (workers
-	// running the active version: run without --handler), VersionSince the switch point (the
-	// last event the version before handled); absent when none was recorded.
-	Version      int64  `json:"version,omitempty"`
-	VersionSince string `json:"version_since,omitempty"`
-}
+// shardStatus is one row of `projhost status` (status.Row: its JSON is `status --json`'s line).
+type shardStatus = status.Row
 
 func init() {
 	var sf storeFlags
 	var srcf sourceFlags
 	var name string
 	var asJSON bool
+	var leaseDuration time.Duration
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show each shard's lease owner, cursor, journal head and lag in events (Kinesis: lag in ms)",
-		Long: `Status shows each shard's lease owner and state, cursor and dead letters, and its lag: for the
+		Short: "Show each shard's lease owner and its liveness, state, cursor, journal head and lag in events (Kinesis: lag in ms)",
+		Long: `Status shows each shard's lease owner, whether the owner is live, the shard's state, cursor,
+dead letters and module version, and its lag.
+
+LEASE is live, expired or unknown (- without an owner). Leases carry no clock time: as the
+workers do, status watches each lease's counter, which every renewal increments, on its own
+clock, and calls a lease expired when it did not change for --lease-duration (set it to the
+workers'). So status takes a moment: it returns as soon as every owned lease was seen renewed
+(about a third of the lease duration, the workers' renew interval), and waits a whole lease
+duration when an owner is dead. --lease-duration 0 does not watch (LEASE unknown).
+
+STATE is finished (a closed shard read to its end), stopped (by --on-error stop: see the line
+below the table; resume with projhost resume), paused (projhost pause), running (an owner holds
+it: its lease live or unknown) or idle (no owner, or the owner's lease expired).
+
+Lag: for the
 local journal the head and the events behind; with --source kinesis MillisBehindLatest at the
 saved cursor, from one GetShardIterator AFTER_SEQUENCE_NUMBER the cursor and one GetRecords of
 Limit 1 per unfinished shard (status runs outside the workers; these calls count against the
@@ -76,6 +56,9 @@ shard's read quota of 5 a second like a worker's), and whether a record follows 
 			ctx := cmd.Context()
 			if err := srcf.check(cmd, &sf); err != nil {
 				return err
+			}
+			if leaseDuration < 0 {
+				return fmt.Errorf("--lease-duration %v is negative: use the workers' lease duration (default %v), or 0 not to judge liveness", leaseDuration, shardmap.DefaultLeaseDuration)
 			}
 			j, err := srcf.open(ctx, &sf, journal.OpenReadOnly, nil)
 			if err != nil {
@@ -99,85 +82,27 @@ shard's read quota of 5 a second like a worker's), and whether a record follows 
 			defer st.Close()
 			names := []string{name}
 			if name == "" {
-				pl, ok := st.Leases.(projectionLister)
-				if !ok {
+				if names, err = status.Projections(ctx, st.Leases); errors.Is(err, status.ErrNoLister) {
 					return fmt.Errorf("--name is required with --store %s", sf.store)
-				}
-				if names, err = pl.Projections(ctx); err != nil {
+				} else if err != nil {
 					return err
 				}
 			}
-			shards, err := j.Shards(ctx)
+			cfg := status.Config{Stores: st.Stores, Source: j.Source, Header: j.header}
+			if j.header == nil {
+				cfg.Prober = j.kinesis
+			}
+			if leaseDuration > 0 {
+				// Judge the owners' liveness: watch the lease counters until every owned
+				// lease was renewed, or for a lease duration (then the silent ones are expired).
+				cfg.Watcher = status.NewWatcher(leaseDuration, nil)
+				if err := cfg.Watcher.Watch(ctx, st.Leases, names, 0); err != nil {
+					return err
+				}
+			}
+			rows, err := status.Rows(ctx, cfg, names)
 			if err != nil {
 				return err
-			}
-			var rows []shardStatus
-			for _, p := range names {
-				leases, err := st.Leases.List(ctx, p)
-				if err != nil {
-					return err
-				}
-				byShard := map[string]int{}
-				for i, l := range leases {
-					byShard[l.ShardID] = i
-				}
-				letters, err := st.DeadLetters.List(ctx, p, deadletter.Filter{})
-				if err != nil {
-					return err
-				}
-				versions := map[string]registry.ShardVersion{}
-				if st.Registry != nil {
-					vs, err := st.Registry.Shards(ctx, p)
-					if err != nil {
-						return err
-					}
-					for _, v := range vs {
-						versions[v.ShardID] = v
-					}
-				}
-				open := map[string]int{}
-				for _, l := range letters {
-					if l.State == deadletter.StateFailed || l.State == deadletter.StateReplayRequested {
-						open[l.ShardID]++
-					}
-				}
-				for _, sh := range shards {
-					row := shardStatus{Projection: p, Shard: sh.ID}
-					if i, ok := byShard[sh.ID]; ok {
-						row.Owner, row.State, row.Epoch = leases[i].Owner, string(leases[i].State), leases[i].Epoch
-					}
-					c, err := st.Cursors.Get(ctx, p, sh.ID)
-					if err != nil {
-						return err
-					}
-					row.Cursor, row.DeadLetters = c.Seq, open[sh.ID]
-					if c.Stopped != "" {
-						row.State, row.Stopped = "STOPPED", c.Stopped
-					}
-					row.Closed = sh.Closed
-					if v, ok := versions[sh.ID]; ok {
-						row.Version, row.VersionSince = v.Version, v.Seq
-					}
-					if j.header == nil {
-						probeRow(ctx, j.kinesis, &row)
-						rows = append(rows, row)
-						continue
-					}
-					if row.Head, err = j.header.Head(ctx, sh.ID); err != nil {
-						return err
-					}
-					// A child of a split or merge numbers its events after its parents'.
-					start, err := journalStart(ctx, j.header, sh.ID)
-					if err != nil {
-						return err
-					}
-					row.LagEvents = seqDiff(row.Head, maxSeq(row.Cursor, start))
-					if source.CompareSeq(row.Cursor, row.Head) > 0 {
-						row.LagEvents = -1
-						row.Problem = "cursor beyond the journal's end: was the journal replaced? use a new --name"
-					}
-					rows = append(rows, row)
-				}
 			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -197,7 +122,7 @@ shard's read quota of 5 a second like a worker's), and whether a record follows 
 				if err := kinesisTable(tw, rows); err != nil {
 					return err
 				}
-				printStopped(cmd.OutOrStdout(), rows)
+				printNotes(cmd.OutOrStdout(), rows, leaseDuration)
 				return nil
 			}
 			withVersions := slices.ContainsFunc(rows, func(r shardStatus) bool { return r.Version > 0 })
@@ -210,38 +135,58 @@ shard's read quota of 5 a second like a worker's), and whether a record follows 
 				}
 				return fmt.Sprintf("\tv%d", r.Version)
 			}
-			fmt.Fprintln(tw, "PROJECTION\tSHARD\tOWNER\tSTATE\tEPOCH\tCURSOR\tHEAD\tDEAD LETTERS\tLAG (events)"+map[bool]string{true: "\tVERSION"}[withVersions])
+			fmt.Fprintln(tw, "PROJECTION\tSHARD\tOWNER\tLEASE\tSTATE\tEPOCH\tCURSOR\tHEAD\tDEAD LETTERS\tLAG (events)"+map[bool]string{true: "\tVERSION"}[withVersions])
 			var total int64
 			for _, r := range rows {
-				owner := r.Owner
-				if owner == "" {
-					owner = "-"
-				}
 				lag := fmt.Sprint(r.LagEvents)
 				if r.Problem != "" {
 					lag = "ERROR: " + r.Problem
 				} else {
 					total += r.LagEvents
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s%s\n", r.Projection, r.Shard, owner, orDash(r.State), r.Epoch, orDash(r.Cursor), orDash(r.Head), r.DeadLetters, lag, vcol(r))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s%s\n", escapeText(r.Projection), escapeText(r.Shard), orDash(escapeText(r.Owner)), leaseCell(r),
+					r.RunState, r.Epoch, orDash(r.Cursor), orDash(r.Head), r.DeadLetters, lag, vcol(r))
 			}
-			fmt.Fprintf(tw, "\t\t\t\t\t\t\ttotal\t%d\n", total)
+			fmt.Fprintf(tw, "\t\t\t\t\t\t\t\ttotal\t%d\n", total)
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			printStopped(cmd.OutOrStdout(), rows)
+			printNotes(cmd.OutOrStdout(), rows, leaseDuration)
 			return nil
 		},
 	}
 	sf.register(cmd)
 	srcf.register(cmd)
 	cmd.Flags().StringVar(&name, "name", "", "projection name (default: every projection in the store)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON lines instead of a table")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON lines instead of a table (the fields of package status's Row; run_state and lease are the STATE and LEASE columns)")
+	cmd.Flags().DurationVar(&leaseDuration, "lease-duration", shardmap.DefaultLeaseDuration, "the workers' --lease-duration: a lease whose owner renewed nothing for this long is shown expired; status watches the leases up to this long (0: do not watch, liveness unknown)")
 	rootCmd.AddCommand(cmd)
 }
 
-// printStopped prints how to resume each stopped shard of rows.
-func printStopped(w io.Writer, rows []shardStatus) {
+// leaseCell is the LEASE column: live, expired (for how long the owner has been silent),
+// unknown, or - without an owner.
+func leaseCell(r shardStatus) string {
+	switch r.Lease {
+	case status.LeaseFree:
+		return "-"
+	case status.LeaseExpired:
+		return fmt.Sprintf("expired (silent %s)", (time.Duration(r.LeaseSilentMs) * time.Millisecond).Round(100*time.Millisecond))
+	}
+	return r.Lease
+}
+
+// printNotes prints what the table's rows ask of the operator: how to resume each stopped
+// shard, and what an expired lease means.
+func printNotes(w io.Writer, rows []shardStatus, leaseDuration time.Duration) {
+	expired := 0
+	for _, r := range rows {
+		if r.Lease == status.LeaseExpired {
+			expired++
+		}
+	}
+	if expired > 0 {
+		fmt.Fprintf(w, "%d lease(s) expired: their owner renewed nothing for a lease duration (%v; set --lease-duration to the workers'): it is dead or cut off from the store, and a live worker of the projection takes the shards over (with none running, start one)\n", expired, leaseDuration)
+	}
 	for _, r := range rows {
 		if r.Stopped != "" {
 			fmt.Fprintf(w, "STOPPED %s shard %s: %s\n  resume with: projhost resume --name %s --shard %s\n", r.Projection, r.Shard, escapeText(r.Stopped), r.Projection, r.Shard)
@@ -249,28 +194,13 @@ func printStopped(w io.Writer, rows []shardStatus) {
 	}
 }
 
-// probeRow fills in a Kinesis shard's lag: 0 for a finished lease, else a probe at the cursor.
-func probeRow(ctx context.Context, k *kinesis.Source, row *shardStatus) {
-	row.LagEvents = -1
-	if row.State == string(shardmap.StateFinished) {
-		row.LagMillis, row.RecordsBehind = new(int64), new(bool)
-		return
-	}
-	p, err := k.Probe(ctx, row.Shard, row.Cursor)
-	if err != nil {
-		row.Problem = err.Error()
-		return
-	}
-	row.LagMillis, row.RecordsBehind = &p.MillisBehind, &p.More
-}
-
 // kinesisTable prints the rows of a Kinesis projection: lag in ms, and whether records follow.
 func kinesisTable(tw *tabwriter.Writer, rows []shardStatus) error {
-	fmt.Fprintln(tw, "PROJECTION\tSHARD\tOWNER\tSTATE\tEPOCH\tCURSOR\tDEAD LETTERS\tLAG (ms)\tBEHIND")
+	fmt.Fprintln(tw, "PROJECTION\tSHARD\tOWNER\tLEASE\tSTATE\tEPOCH\tCURSOR\tDEAD LETTERS\tLAG (ms)\tBEHIND")
 	var most int64
 	for _, r := range rows {
-		state := orDash(r.State)
-		if r.Closed && r.State != string(shardmap.StateFinished) {
+		state := r.RunState
+		if r.Closed && r.RunState != status.RunFinished {
 			state += " (closed)"
 		}
 		lag, behind := "-", "-"
@@ -287,60 +217,16 @@ func kinesisTable(tw *tabwriter.Writer, rows []shardStatus) error {
 				behind = "behind (empty stretch)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", r.Projection, r.Shard, orDash(r.Owner), state, r.Epoch, orDash(r.Cursor), r.DeadLetters, lag, behind)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", escapeText(r.Projection), escapeText(r.Shard), orDash(escapeText(r.Owner)), leaseCell(r),
+			state, r.Epoch, orDash(r.Cursor), r.DeadLetters, lag, behind)
 	}
-	fmt.Fprintf(tw, "\t\t\t\t\t\tmost\t%d\t\n", most)
+	fmt.Fprintf(tw, "\t\t\t\t\t\t\tmost\t%d\t\n", most)
 	return tw.Flush()
 }
 
 func orDash(s string) string {
 	if s == "" {
 		return "-"
-	}
-	return s
-}
-
-// journalStart is the sequence number before a shard's first one on the journal
-// (journal.Journal.Start: "" for the shards Create made, the parents' largest last one for a
-// child), "" for other sources.
-func journalStart(ctx context.Context, hd source.Header, shard string) (string, error) {
-	if s, ok := hd.(interface {
-		Start(context.Context, string) (string, error)
-	}); ok {
-		return s.Start(ctx, shard)
-	}
-	return "", nil
-}
-
-// maxSeq is the larger of two decimal sequence numbers ("" = 0).
-func maxSeq(a, b string) string {
-	if source.CompareSeq(orZero(a), orZero(b)) < 0 {
-		return b
-	}
-	return a
-}
-
-// seqDiff returns head - cursor for decimal sequence numbers ("" = 0), never negative. The
-// journal numbers a shard's events consecutively (from its Start), so this is the lag in events
-// when the cursor is at least the shard's Start.
-func seqDiff(head, cursor string) int64 {
-	h, c := new(big.Int), new(big.Int)
-	if _, ok := h.SetString(orZero(head), 10); !ok {
-		return 0
-	}
-	if _, ok := c.SetString(orZero(cursor), 10); !ok {
-		return 0
-	}
-	d := h.Sub(h, c)
-	if d.Sign() < 0 || !d.IsInt64() {
-		return 0
-	}
-	return d.Int64()
-}
-
-func orZero(s string) string {
-	if s == "" {
-		return "0"
 	}
 	return s
 }
@@ -355,5 +241,5 @@ func shardLag(ctx context.Context, hd source.Header, st *stores, name, shard str
 	if err != nil {
 		return 0, err
 	}
-	return seqDiff(head, c.Seq), nil
+	return status.SeqDiff(head, c.Seq), nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/projhost/projhost/internal/flightcheck"
 	"github.com/projhost/projhost/shardmap"
 	"github.com/projhost/projhost/source/journal"
+	"github.com/projhost/projhost/status"
 	"github.com/projhost/projhost/store"
 )
 
@@ -316,25 +317,14 @@ func (e *Env) Eventually(what string, d time.Duration, cond func() (bool, string
 }
 
 // StatusRow is a row of `projhost status --json`.
-type StatusRow struct {
-	Projection  string `json:"projection"`
-	Shard       string `json:"shard"`
-	Owner       string `json:"owner"`
-	State       string `json:"state"`
-	Epoch       int64  `json:"epoch"`
-	Cursor      string `json:"cursor"`
-	Head        string `json:"head"`
-	LagEvents   int64  `json:"lag_events"`
-	Problem     string `json:"problem"`
-	Stopped     string `json:"stopped"`
-	DeadLetters int    `json:"dead_letters"`
-}
+type StatusRow = status.Row
 
 // Status runs `projhost status --json` and returns its rows by shard.
 func (e *Env) Status() map[string]StatusRow {
 	e.t.Helper()
 	out := map[string]StatusRow{}
-	for _, line := range lines(e.CLI("status", "--name", Projection, "--json")) {
+	// --lease-duration 0: the suites read cursors and states, not liveness (no watching).
+	for _, line := range lines(e.CLI("status", "--name", Projection, "--json", "--lease-duration", "0")) {
 		var r StatusRow
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			e.t.Fatalf("status --json line %q: %v", line, err)
