@@ -1,9 +1,8 @@
 package main
 
 import (
-	"encoding/base64"
+	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -14,38 +13,6 @@ import (
 
 	"github.com/projhost/projhost/deadletter"
 )
-
-// letterJSON is a dead letter as `deadletters list|show --json` print it.
-type letterJSON struct {
-	Projection   string          `json:"projection"`
-	Shard        string          `json:"shard"`
-	Seq          string          `json:"seq"`
-	PartitionKey string          `json:"partition_key"`
-	ArrivalMs    int64           `json:"arrival_ms"`
-	State        string          `json:"state"`
-	ErrorKind    string          `json:"error_kind"`
-	Error        string          `json:"error"`
-	Attempts     int             `json:"attempts"`
-	FirstFailure time.Time       `json:"first_failure"`
-	LastFailure  time.Time       `json:"last_failure"`
-	ReplayedSeq  string          `json:"replayed_seq,omitempty"`
-	Data         json.RawMessage `json:"data,omitempty"`        // the event when it is JSON
-	DataBase64   string          `json:"data_base64,omitempty"` // otherwise
-}
-
-func toJSON(l deadletter.Letter, withData bool) letterJSON {
-	j := letterJSON{Projection: l.Projection, Shard: l.ShardID, Seq: l.Seq, PartitionKey: l.PartitionKey,
-		ArrivalMs: l.ArrivalMs, State: string(l.State), ErrorKind: l.ErrorKind, Error: l.Error, Attempts: l.Attempts,
-		FirstFailure: l.FirstFailure.UTC(), LastFailure: l.LastFailure.UTC(), ReplayedSeq: l.ReplayedSeq}
-	if withData {
-		if json.Valid(l.Data) {
-			j.Data = l.Data
-		} else {
-			j.DataBase64 = base64.StdEncoding.EncodeToString(l.Data)
-		}
-	}
-	return j
-}
 
 func init() {
 	dc := &cobra.Command{
@@ -122,19 +89,19 @@ next "projhost run" applies them (run --until-caught-up waits for them).`,
 			}
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
-			return enc.Encode(toJSON(l, true))
+			return enc.Encode(deadletter.ToJSON(l, true))
 		},
 	}
 	addFlags(show, true)
 
-	transition := func(use, short string, from []deadletter.State, to deadletter.State, done string) *cobra.Command {
+	transition := func(use, short string, move func(context.Context, deadletter.Store, string, deadletter.Selection) ([]deadletter.Letter, error), done string) *cobra.Command {
 		c := &cobra.Command{
 			Use: use, Short: short, Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				if err := needName(); err != nil {
 					return err
 				}
-				if to == deadletter.StateDropped && seq == "" && !all {
+				if use == "drop" && seq == "" && !all {
 					return fmt.Errorf("drop needs --shard and --seq, or --all to drop every open dead letter of the selection")
 				}
 				st, err := sf.openExisting(cmd.Context())
@@ -142,66 +109,30 @@ next "projhost run" applies them (run --until-caught-up waits for them).`,
 					return err
 				}
 				defer st.Close()
-				ls, err := st.DeadLetters.List(cmd.Context(), name, deadletter.Filter{ShardID: shard})
+				moved, err := move(cmd.Context(), st.DeadLetters, name, deadletter.Selection{ShardID: shard, Seq: seq})
 				if err != nil {
 					return err
 				}
-				n := 0
-				for _, l := range ls {
-					if seq != "" && l.Seq != seq || !inStates(l.State, from) {
-						continue
-					}
-					err := st.DeadLetters.Transition(cmd.Context(), name, l.ShardID, l.Seq, from, to, "")
-					if errors.Is(err, deadletter.ErrState) || errors.Is(err, deadletter.ErrNotFound) {
-						continue // changed since it was listed (a concurrent replay or drop)
-					}
-					if err != nil {
-						return fmt.Errorf("dead letter %s seq %s: %w", l.ShardID, l.Seq, err)
-					}
-					n++
-				}
-				if seq != "" && n == 0 {
-					return fmt.Errorf("no dead letter of %s shard %s seq %s in state %s", name, shard, seq, statesText(from))
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%d dead letter(s) %s\n", n, done)
+				fmt.Fprintf(cmd.OutOrStdout(), "%d dead letter(s) %s\n", len(moved), done)
 				return nil
 			},
 		}
 		addFlags(c, true)
 		return c
 	}
-	replay := transition("replay", "Ask the shards' owners to re-handle failed dead letters with the handler they run now",
-		[]deadletter.State{deadletter.StateFailed}, deadletter.StateReplayRequested,
+	replay := transition("replay", "Ask the shards' owners to re-handle failed dead letters with the handler they run now", deadletter.Replay,
 		"to replay: the shards' owners apply them (with no worker running, the next `projhost run` does)")
-	drop := transition("drop", "Give dead letters up (state dropped; they stay listed)",
-		[]deadletter.State{deadletter.StateFailed, deadletter.StateReplayRequested}, deadletter.StateDropped, "dropped")
+	drop := transition("drop", "Give dead letters up (state dropped; they stay listed)", deadletter.Drop, "dropped")
 	drop.Flags().BoolVar(&all, "all", false, "drop every open dead letter of --name (and --shard)")
 	dc.AddCommand(list, show, replay, drop)
 	rootCmd.AddCommand(dc)
-}
-
-func inStates(s deadletter.State, in []deadletter.State) bool {
-	for _, x := range in {
-		if s == x {
-			return true
-		}
-	}
-	return false
-}
-
-func statesText(ss []deadletter.State) string {
-	var out []string
-	for _, s := range ss {
-		out = append(out, string(s))
-	}
-	return strings.Join(out, " or ")
 }
 
 func printLetters(cmd *cobra.Command, ls []deadletter.Letter, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(cmd.OutOrStdout())
 		for _, l := range ls {
-			if err := enc.Encode(toJSON(l, true)); err != nil {
+			if err := enc.Encode(deadletter.ToJSON(l, true)); err != nil {
 				return err
 			}
 		}
