@@ -391,23 +391,10 @@ func movePointer(cmd *cobra.Command, sf *storeFlags, mf *moduleFlags, name strin
 	return nil
 }
 
-// versionRow is a line of `handlers list --json`.
-type versionRow struct {
-	Projection string `json:"projection"`
-	Version    int64  `json:"version"`
-	Active     bool   `json:"active"`
-	SHA256     string `json:"sha256"`
-	Size       int64  `json:"size"`
-	ABI        int    `json:"abi"`
-	Uploaded   string `json:"uploaded"` // RFC 3339, UTC
-	Note       string `json:"note"`
-}
-
 func printVersions(w io.Writer, vs []registry.Version, a registry.Active, asJSON bool) error {
-	rows := make([]versionRow, len(vs))
+	rows := make([]registry.VersionJSON, len(vs))
 	for i, v := range vs {
-		rows[i] = versionRow{Projection: v.Projection, Version: v.Number, Active: v.Number == a.Version, SHA256: v.SHA256, Size: v.Size,
-			ABI: v.ABI, Uploaded: time.UnixMilli(v.UploadedMs).UTC().Format(time.RFC3339), Note: v.Note}
+		rows[i] = registry.ToJSON(v, a.Version)
 	}
 	if asJSON {
 		enc := json.NewEncoder(w)

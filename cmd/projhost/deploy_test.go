@@ -67,9 +67,9 @@ func TestDeployVerbs(t *testing.T) {
 			out = projhost(t, with("deploy", "--name", "p", "--handler", fd, "--activate")...)
 			require.Contains(t, out, "stored version 2 of p\nversion 2 of p is active (was none)")
 
-			var rows []versionRow
+			var rows []registry.VersionJSON
 			for _, l := range strings.Split(strings.TrimSpace(projhost(t, with("handlers", "list", "--name", "p", "--json")...)), "\n") {
-				var r versionRow
+				var r registry.VersionJSON
 				require.NoError(t, json.Unmarshal([]byte(l), &r), l)
 				rows = append(rows, r)
 			}

@@ -179,7 +179,7 @@ func testDeployRaceProcesses(t *testing.T, backend string) {
 	var actives []int64
 	notes := map[string]bool{}
 	for _, l := range lines {
-		var r versionRow
+		var r registry.VersionJSON
 		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
 		require.Contains(t, sums, r.SHA256)
 		notes[r.Note] = true
