@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/projhost/projhost/admin"
 	"github.com/projhost/projhost/prom"
 	"github.com/projhost/projhost/statuspage"
 	"github.com/projhost/projhost/web"
@@ -42,6 +43,18 @@ func startListener(cfg web.Config, logger *slog.Logger, metrics *prom.Metrics, p
 	go func() { l.done <- srv.Serve(ctx) }()
 	logger.Info("serving HTTP", "addr", srv.Addr(), "routes", "/metrics /status.json /")
 	return l, nil
+}
+
+// mountAdmin puts the admin API (package admin; run --admin-token-file) on the listener under
+// admin.Pattern. Errors: admin.ErrConfig's.
+func (l *listener) mountAdmin(cfg admin.Config, logger *slog.Logger) error {
+	api, err := admin.New(cfg)
+	if err != nil {
+		return err
+	}
+	l.srv.Handle(admin.Pattern, api)
+	logger.Info("serving the admin API", "addr", l.srv.Addr(), "prefix", admin.Prefix+cfg.Projection, "tokens", len(cfg.Tokens))
+	return nil
 }
 
 // close shuts the server down (requests in progress get web.Config.ShutdownTimeout) and waits.

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/projhost/projhost/admin"
 	"github.com/projhost/projhost/container"
 	"github.com/projhost/projhost/deploy"
 	"github.com/projhost/projhost/host"
@@ -36,7 +37,8 @@ func init() {
 	var mf moduleFlags
 	var name, handler, workerID, logLevel string
 	var cfg container.Config
-	var onError, trace, listen string
+	var onError, trace, listen, adminFile, readFile string
+	var tokens []admin.Token // the admin API's (run --admin-token-file, $PROJHOST_ADMIN_TOKEN)
 	var trusted bool
 	var deadline time.Duration
 	// runWorker is the worker once the flags are checked and the signals caught.
@@ -119,6 +121,16 @@ are probed at most once a second), and no dead-letter replay pending.`,
 			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			slog.SetDefault(logger) // the AWS SDK's lines too (internal/dynamotables routes them to slog.Default())
+			if tokens, err = admin.LoadTokens(admin.TokenSources{AdminFile: adminFile, ReadFile: readFile}, os.Getenv); err != nil {
+				return err
+			}
+			if len(tokens) > 0 && listen == "" {
+				if adminFile != "" || readFile != "" {
+					return fmt.Errorf("--admin-token-file and --admin-read-token-file need --listen ADDR: the admin API is served there")
+				}
+				logger.Info("no admin API: $" + admin.EnvAdminToken + " or $" + admin.EnvReadToken + " is set, but there is no --listen")
+				tokens = nil
+			}
 			ctx, stop := gracefulContext(cmd.Context(), logger)
 			defer stop()
 			started = false
@@ -164,6 +176,7 @@ are probed at most once a second), and no dead-letter replay pending.`,
 		if err := check.Validate(); err != nil {
 			return err
 		}
+		var lis *listener
 		if listen != "" {
 			// Bound before --handler is made the active version: a port in use deploys nothing.
 			metrics, live := prom.New(), status.NewLive()
@@ -177,6 +190,7 @@ are probed at most once a second), and no dead-letter replay pending.`,
 				return fmt.Errorf("--listen: %w", err)
 			}
 			defer l.close(logger)
+			lis = l
 			sctx, stopSampling := context.WithCancel(ctx)
 			sampled := make(chan struct{})
 			go func() { defer close(sampled); page.Run(sctx) }()
@@ -214,6 +228,12 @@ are probed at most once a second), and no dead-letter replay pending.`,
 		blobs, err := mf.blobs(ctx, &sf, handler != "")
 		if err != nil {
 			return err
+		}
+		if len(tokens) > 0 {
+			if err := lis.mountAdmin(admin.Config{Projection: name, Stores: st.Stores, Source: src.Source, Blobs: blobs,
+				Tokens: tokens, Logger: logger}, logger); err != nil {
+				return err
+			}
 		}
 		if handler != "" {
 			if err := ensureHandler(ctx, logger, reg, blobs, rt, name, handler, wasm, maxBytes); err != nil {
@@ -278,7 +298,9 @@ are probed at most once a second), and no dead-letter replay pending.`,
 	registerMaxModuleSize(f, &maxSize)
 	f.StringVar(&memLimit, "memory-limit", host.DefaultMemoryLimit, "cap on each handler instance's memory, in binary units, a multiple of 64KiB (e.g. 64MiB, 1GiB; at most 4GiB); one instance per owned shard, so a worker may hold shards x this")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&listen, "listen", "", "serve Prometheus metrics at http://ADDR/metrics and the status page at http://ADDR/ (JSON: /status.json) while the worker runs (ADDR: HOST:PORT, e.g. 127.0.0.1:9090; port 0 picks a free one, logged); default: no listener")
+	f.StringVar(&listen, "listen", "", "serve Prometheus metrics at http://ADDR/metrics and the status page at http://ADDR/ (JSON: /status.json) while the worker runs (ADDR: HOST:PORT, e.g. 127.0.0.1:9090; port 0 picks a free one, logged), and the admin API with an admin token; default: no listener")
+	f.StringVar(&adminFile, "admin-token-file", "", "serve the admin API at http://ADDR/admin/v1/projections/NAME/... (needs --listen) to requests carrying this file's token (32 to 512 printable ASCII bytes, e.g. openssl rand -hex 32; or $"+admin.EnvAdminToken+"): every route; default: no admin API")
+	f.StringVar(&readFile, "admin-read-token-file", "", "also accept this file's token (or $"+admin.EnvReadToken+") on the admin API's read-only routes (dead letters, versions)")
 	f.StringVar(&trace, "trace", "", "append every shard open, batch, cursor save, handler error, dead letter, replay, stop and lease event, and the lag (sampled: projection.TraceLagEvery), to this file as JSON lines (projection.TraceRecord; for tools and tests)")
 	rootCmd.AddCommand(cmd)
 }
