@@ -55,7 +55,7 @@ type (
 		Projection string                 `json:"projection"`
 		Active     int64                  `json:"active"`   // 0: none
 		Previous   int64                  `json:"previous"` // what rollback returns to; 0: none
-		Changed    string                 `json:"changed,omitempty"`
+		ChangedAt  string                 `json:"changed_at,omitempty"` // RFC 3339, UTC: the last activate or rollback
 		Versions   []registry.VersionJSON `json:"versions"`
 	}
 	activeJSON struct {
@@ -313,7 +313,7 @@ func (a *API) versions(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	}
 	out := versionsJSON{Projection: a.cfg.Projection, Active: act.Version, Previous: act.Previous, Versions: make([]registry.VersionJSON, 0, len(vs))}
 	if act.ChangedMs > 0 {
-		out.Changed = time.UnixMilli(act.ChangedMs).UTC().Format(time.RFC3339Nano)
+		out.ChangedAt = time.UnixMilli(act.ChangedMs).UTC().Format(time.RFC3339Nano)
 	}
 	for _, v := range vs {
 		out.Versions = append(out.Versions, registry.ToJSON(v, act.Version))
