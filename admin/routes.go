@@ -53,8 +53,8 @@ type (
 	}
 	versionsJSON struct {
 		Projection string                 `json:"projection"`
-		Active     int64                  `json:"active"`   // 0: none
-		Previous   int64                  `json:"previous"` // what rollback returns to; 0: none
+		Active     int64                  `json:"active"`               // 0: none
+		Previous   int64                  `json:"previous"`             // what rollback returns to; 0: none
 		ChangedAt  string                 `json:"changed_at,omitempty"` // RFC 3339, UTC: the last activate or rollback
 		Versions   []registry.VersionJSON `json:"versions"`
 	}
