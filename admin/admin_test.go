@@ -340,3 +340,19 @@ func TestMalformed(t *testing.T) {
 	}
 	require.Equal(t, []string{"10", "10"}, []string{f.cursor("0"), f.cursor("1")}, "a refused request moved a cursor")
 }
+
+// TestInternalError: a store failure is a 500 whose answer names the request id but not the
+// error; the audit record at Error carries the error.
+func TestInternalError(t *testing.T) {
+	st := openSQLite(t)
+	f := newFixture(t, st)
+	require.NoError(t, st.Close())
+	r := f.do("POST", path("/pause"), adminSecret, `{"shard":"0"}`)
+	r.wantError(t, 500, "the worker logged it with this request_id")
+	require.NotContains(t, r.raw, "sql")
+	recs := f.log.audits()
+	require.Len(t, recs, 1)
+	require.Equal(t, slog.LevelError, recs[0].level)
+	require.Equal(t, r.body["request_id"], float64(recs[0].attrs["request_id"].(uint64)))
+	require.Contains(t, recs[0].attrs["err"], "closed")
+}
