@@ -43,6 +43,7 @@
 //	POST    /resume                               {"shard"}                admin  manage.Resume
 //	POST    /reset                                {"shard", "to"}          admin  manage.Reset; "to" required: SEQ, trim-horizon, latest, RFC 3339 time
 //	POST    /rebuild                              -                        admin  manage.Rebuild
+//	GET     /status                               -                        read   status.Rows: the shards as `projhost status --json` shows them
 //	GET     /deadletters?shard=S&state=X          -                        read   deadletter list (no event data)
 //	GET     /deadletters/{shard}/{seq}            -                        read   one dead letter with its event data
 //	POST    /deadletters/replay                   {"shard"}                admin  deadletter.Replay of every failed letter (of the shard)
@@ -87,6 +88,7 @@ import (
 	"github.com/projhost/projhost/projection"
 	"github.com/projhost/projhost/registry"
 	"github.com/projhost/projhost/source"
+	"github.com/projhost/projhost/status"
 	"github.com/projhost/projhost/store"
 )
 
@@ -238,6 +240,8 @@ type Config struct {
 	Stores *store.Stores
 	// Source resolves reset targets latest and TIME (manage.Reset); nil: they are refused.
 	Source source.Source
+	// Status reads GET /status's rows (status.Rows); nil: that route answers 501.
+	Status *status.Config
 	// Blobs is the module store activate and rollback check a version's bytes in; nil: they
 	// answer 501.
 	Blobs registry.Blobs

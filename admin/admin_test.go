@@ -19,6 +19,8 @@ import (
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/registry"
 	"github.com/projhost/projhost/shardmap"
+	"github.com/projhost/projhost/source"
+	"github.com/projhost/projhost/status"
 	"github.com/projhost/projhost/store"
 	"github.com/projhost/projhost/store/sqlite"
 )
@@ -116,7 +118,9 @@ func newFixture(t testing.TB, st *store.Stores) *fixture {
 	blobs, err := registry.NewDirBlobs(t.TempDir())
 	require.NoError(t, err)
 	f := &fixture{t: t, st: st, blobs: blobs, log: &recorder{}}
+	src := shardList{{ID: "0"}, {ID: "1"}}
 	api, err := admin.New(admin.Config{Projection: proj, Stores: st, Blobs: blobs, Settle: -1, Logger: slog.New(f.log),
+		Status: &status.Config{Stores: st, Source: src},
 		Tokens: []admin.Token{{Name: "admin", Secret: adminSecret, Scope: admin.ScopeAdmin}, {Name: "read", Secret: readSecret, Scope: admin.ScopeRead}}})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
@@ -125,6 +129,11 @@ func newFixture(t testing.TB, st *store.Stores) *fixture {
 	t.Cleanup(f.srv.Close)
 	return f
 }
+
+// shardList is a source's shard list, all status.Rows needs of it.
+type shardList []source.Shard
+
+func (l shardList) Shards(context.Context) ([]source.Shard, error) { return l, nil }
 
 func openSQLite(t testing.TB) *store.Stores {
 	st, err := sqlite.Open(t.TempDir())

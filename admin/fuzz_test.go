@@ -33,6 +33,7 @@ func FuzzRequest(f *testing.F) {
 		{"POST", "/versions/1/activate", "", ``},
 		{"POST", "/versions/rollback", "", ``},
 		{"GET", "/versions", "", ``},
+		{"GET", "/status", "", ``},
 		{"POST", "/pause", "application/json", `{"shard":"0"}{}`},
 		{"POST", "/pause", "text/plain", `{"shard":"0"}`},
 		{"POST", "/reset", "application/json", `{"to":1e400}`},

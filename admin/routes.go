@@ -9,6 +9,7 @@ import (
 	"github.com/projhost/projhost/deploy"
 	"github.com/projhost/projhost/manage"
 	"github.com/projhost/projhost/registry"
+	"github.com/projhost/projhost/status"
 )
 
 // The answers of the routes (README: the admin API), besides errorBody.
@@ -41,6 +42,10 @@ type (
 	rebuildJSON struct {
 		Projection string `json:"projection"`
 		Rebuilding bool   `json:"rebuilding"`
+	}
+	statusJSON struct {
+		Projection string       `json:"projection"`
+		Shards     []status.Row `json:"shards"` // status --json's lines
 	}
 	lettersJSON struct {
 		Projection  string                  `json:"projection"`
@@ -85,6 +90,7 @@ func (a *API) table() []route {
 		{http.MethodPost, "{name}/resume", ScopeAdmin, a.resume},
 		{http.MethodPost, "{name}/reset", ScopeAdmin, a.reset},
 		{http.MethodPost, "{name}/rebuild", ScopeAdmin, a.rebuild},
+		{http.MethodGet, "{name}/status", ScopeRead, a.status},
 		{http.MethodGet, "{name}/deadletters", ScopeRead, a.listLetters},
 		{http.MethodPost, "{name}/deadletters/replay", ScopeAdmin, a.replayAll},
 		{http.MethodGet, "{name}/deadletters/{shard}/{seq}", ScopeRead, a.getLetter},
@@ -192,6 +198,23 @@ func (a *API) rebuild(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		return nil, err
 	}
 	return rebuildJSON{Projection: a.cfg.Projection, Rebuilding: true}, nil
+}
+
+func (a *API) status(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (any, error) {
+	if err := a.noInput(w, r); err != nil {
+		return nil, err
+	}
+	if a.cfg.Status == nil {
+		return nil, errorf(http.StatusNotImplemented, "this worker was given no status configuration: use projhost status")
+	}
+	rows, err := status.Rows(ctx, *a.cfg.Status, []string{a.cfg.Projection})
+	if err != nil {
+		return nil, err
+	}
+	if rows == nil {
+		rows = []status.Row{}
+	}
+	return statusJSON{Projection: a.cfg.Projection, Shards: rows}, nil
 }
 
 func (a *API) listLetters(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (any, error) {

@@ -59,6 +59,15 @@ func TestVerbs(t *testing.T) {
 			f.do("POST", path("/pause"), adminSecret, "").ok(t)
 			require.Equal(t, []string{"all", "1"}, f.pauses())
 			f.wantAudit("POST", path("/pause"), nil)
+			rows := f.do("GET", path("/status"), readSecret, "").ok(t)["shards"].([]any)
+			require.Len(t, rows, 2)
+			for i, want := range []string{"paused", "paused"} {
+				row := rows[i].(map[string]any)
+				require.Equal(t, shards[i], row["shard"])
+				require.Equal(t, want, row["run_state"], "row %v", row)
+				require.Equal(t, "10", row["cursor"])
+			}
+			f.log.audits()
 			out = f.do("POST", path("/resume"), adminSecret, `{"shard":"1"}`).ok(t)
 			require.Equal(t, true, out["still_paused"])
 			require.Equal(t, []any{"1"}, out["unpaused"])

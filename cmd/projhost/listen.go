@@ -16,7 +16,7 @@ import (
 
 // listener is `run --listen`'s HTTP server: the one place its routes are put on the mux. Today
 // GET /metrics (the worker's prom.Metrics, with the Go runtime's and the process's collectors)
-// and the status page (statuspage.Page.Routes); an admin API is to be registered here too.
+// and the status page (statuspage.Page.Routes); with an admin token, the admin API (mountAdmin).
 type listener struct {
 	srv  *web.Server
 	done chan error

@@ -231,7 +231,7 @@ are probed at most once a second), and no dead-letter replay pending.`,
 		}
 		if len(tokens) > 0 {
 			if err := lis.mountAdmin(admin.Config{Projection: name, Stores: st.Stores, Source: src.Source, Blobs: blobs,
-				Tokens: tokens, Logger: logger}, logger); err != nil {
+				Status: &status.Config{Stores: st.Stores, Source: src.Source, Header: src.header}, Tokens: tokens, Logger: logger}, logger); err != nil {
 				return err
 			}
 		}
@@ -300,7 +300,7 @@ are probed at most once a second), and no dead-letter replay pending.`,
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&listen, "listen", "", "serve Prometheus metrics at http://ADDR/metrics and the status page at http://ADDR/ (JSON: /status.json) while the worker runs (ADDR: HOST:PORT, e.g. 127.0.0.1:9090; port 0 picks a free one, logged), and the admin API with an admin token; default: no listener")
 	f.StringVar(&adminFile, "admin-token-file", "", "serve the admin API at http://ADDR/admin/v1/projections/NAME/... (needs --listen) to requests carrying this file's token (32 to 512 printable ASCII bytes, e.g. openssl rand -hex 32; or $"+admin.EnvAdminToken+"): every route; default: no admin API")
-	f.StringVar(&readFile, "admin-read-token-file", "", "also accept this file's token (or $"+admin.EnvReadToken+") on the admin API's read-only routes (dead letters, versions)")
+	f.StringVar(&readFile, "admin-read-token-file", "", "also accept this file's token (or $"+admin.EnvReadToken+") on the admin API's read-only routes (status, dead letters, versions)")
 	f.StringVar(&trace, "trace", "", "append every shard open, batch, cursor save, handler error, dead letter, replay, stop and lease event, and the lag (sampled: projection.TraceLagEvery), to this file as JSON lines (projection.TraceRecord; for tools and tests)")
 	rootCmd.AddCommand(cmd)
 }
