@@ -1,8 +1,9 @@
 // Package web is the HTTP listener of a projhost worker (`projhost run --listen ADDR`): one
 // http.Server with timeouts on one TCP address, and one mux on which each feature registers its
-// routes before serving starts. Today: /metrics (package prom) and the status page at / and
-// /status.json (package statuspage), registered by cmd/projhost; an admin API is meant to join
-// the same mux.
+// routes. Today: /metrics (package prom) and the status page at / and /status.json (package
+// statuspage), registered before serving starts, and with an admin token the admin API under
+// /admin/ (package admin), registered while serving, once the worker's module store is open;
+// all by cmd/projhost.
 //
 // Use: Config.Validate (the one place an address is accepted or refused; the CLI calls it with
 // the other flags), Listen (binds at once, so a port in use fails before the worker takes a
