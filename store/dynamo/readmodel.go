@@ -100,8 +100,13 @@ func readModelKey(pk, sk string) map[string]types.AttributeValue {
 
 // Get returns the document at collection/key (strongly consistent read) in canonical JSON (see
 // AttributeValueToDoc: keys sorted, numbers normalised), or found=false when it is missing or
-// deleted.
+// deleted. A key the table cannot hold (over DynamoDB's key size limits, which CheckMutation
+// refuses to write) has no document: found=false, without a request (DynamoDB would answer
+// a ValidationException).
 func (s *ReadModel) Get(ctx context.Context, projection, collection, k string) ([]byte, bool, error) {
+	if len(DocPK(projection, collection)) > maxDocPKBytes || len(k) > maxDocSKBytes {
+		return nil, false, nil
+	}
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      readModelKey(DocPK(projection, collection), k),

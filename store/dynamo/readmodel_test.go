@@ -433,3 +433,30 @@ func returnsItemOnConditionFailure(t *testing.T, e *env) bool {
 	require.ErrorAs(t, err, &ccf)
 	return ccf.Item != nil
 }
+
+// TestGetKeyOverLimits: a key or collection the table cannot hold has no document; Get answers
+// found=false without asking DynamoDB (DynamoDB Local answers a ValidationException).
+func TestGetKeyOverLimits(t *testing.T) {
+	e := newRMEnv(t)
+	ctx := ctxT(t)
+	longest := strings.Repeat("😀", 256) // 1024 bytes: the longest sort key
+	e.apply(t, "s", 1, "10", put("c", longest, `{"n":1}`))
+	for _, c := range []struct {
+		name, coll, key string
+		found           bool
+	}{
+		{"longest key", "c", longest, true},
+		{"key of 1025 bytes", "c", longest + "k", false},
+		{"key of 1028 bytes", "c", longest + "😀", false},
+		{"collection over the partition key limit", strings.Repeat("c", 2048), "k", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			doc, found, err := e.s.Get(ctx, "p", c.coll, c.key)
+			require.NoError(t, err)
+			require.Equal(t, c.found, found)
+			if c.found {
+				require.JSONEq(t, `{"n":1}`, string(doc))
+			}
+		})
+	}
+}
