@@ -2,6 +2,7 @@ package esm_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,10 +23,15 @@ import (
 	"github.com/projhost/projhost/internal/flightcheck"
 	"github.com/projhost/projhost/internal/kinesistest"
 	"github.com/projhost/projhost/internal/testwasm"
+	"github.com/projhost/projhost/readmodel"
 )
 
-// CostsEnv runs TestCosts: "1".
-const CostsEnv = "PROJHOST_COST_MEASURE"
+// CostsEnv runs TestCosts: "1". CostsHandlerEnv picks its handler: "count" for count-as (a
+// count per origin: few documents), else flightdelays-as (many documents per event).
+const (
+	CostsEnv        = "PROJHOST_COST_MEASURE"
+	CostsHandlerEnv = "PROJHOST_COST_HANDLER"
+)
 
 // requestCounter counts DynamoDB requests by operation and table suffix (the part after the
 // prefix: leases, cursors, readmodel, deadletters, modules).
@@ -61,7 +67,7 @@ func isWrite(op string) bool {
 // TestCosts (PROJHOST_COST_MEASURE=1; README, "Choosing a mode"): the DynamoDB requests and the
 // Lambda invocations one projection's events cost in each mode, through a counting proxy in
 // front of the DynamoDB server: flights-2k (flights-20k with PROJHOST_ESM_FLIGHTS=20k) on a
-// 4-shard stream, flightdelays-as, the template's BatchSize (500) and batching window (1 s) in
+// 4-shard stream, flightdelays-as (count-as with PROJHOST_COST_HANDLER=count), the template's BatchSize (500) and batching window (1 s) in
 // Lambda mode, one `projhost run --until-caught-up` worker with its defaults in container mode.
 // It prints requests per million events by operation and table, and checks both read models.
 func TestCosts(t *testing.T) {
@@ -74,11 +80,27 @@ func TestCosts(t *testing.T) {
 		data = "flights-20k.json"
 	}
 	fs := flightcheck.Load(t, flightcheck.DataPath(data))
-	module := testwasm.Path(t, testwasm.FlightDelaysAS)
+	name, check := testwasm.FlightDelaysAS, func(docs []readmodel.Doc) { flightcheck.Check(t, fs, docs) }
+	if os.Getenv(CostsHandlerEnv) == "count" {
+		name, check = testwasm.CountAS, func(docs []readmodel.Doc) {
+			want := map[string]int{}
+			for _, f := range fs {
+				want[f.Origin]++
+			}
+			got := map[string]int{}
+			for _, d := range docs {
+				var c struct{ Count int }
+				require.NoError(t, json.Unmarshal(d.Doc, &c))
+				got[d.Key] = c.Count
+			}
+			require.Equal(t, want, got)
+		}
+	}
+	module := testwasm.Path(t, name)
 	projhost := filepath.Join(t.TempDir(), "projhost")
 	require.NoError(t, goBuild(testwasm.RepoRoot(t), projhost, "./cmd/projhost"))
 	le := newLambdaEnv(t)
-	le.deploy(t, "lambda-p", testwasm.FlightDelaysAS)
+	le.deploy(t, "lambda-p", name)
 
 	proxy, err := faultproxy.Start(dynamotest.Endpoint(t))
 	require.NoError(t, err)
@@ -113,7 +135,7 @@ func TestCosts(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, d.RunToTip(ctx))
 	results = append(results, result{"lambda", time.Since(start), invocations.Load(), counter.take()})
-	flightcheck.Check(t, fs, le.docs(t, "lambda-p"))
+	check(le.docs(t, "lambda-p"))
 
 	// Container mode: one worker.
 	start = time.Now()
@@ -124,14 +146,14 @@ func TestCosts(t *testing.T) {
 	out, err := run.CombinedOutput()
 	require.NoError(t, err, "projhost run --until-caught-up: %s", out)
 	results = append(results, result{"container", time.Since(start), 0, counter.take()})
-	flightcheck.Check(t, fs, le.docs(t, "container-p"))
+	check(le.docs(t, "container-p"))
 
 	// Requests per million events, by operation and table; the documents the read model holds
 	// at the end, for scale.
 	docs := len(le.docs(t, "lambda-p"))
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "%d events, %d shards, %d read-model documents at the end\n", len(fs), shards, docs)
+	fmt.Fprintf(w, "%s: %d events, %d shards, %d read-model documents at the end\n", name, len(fs), shards, docs)
 	fmt.Fprintln(w, "mode\telapsed\tinvocations/1M\twrites/1M\treads/1M\tby operation and table (per 1M events)")
 	per := func(n int) float64 { return float64(n) * 1e6 / float64(len(fs)) }
 	for _, r := range results {
