@@ -52,10 +52,11 @@ $(WASM_DIR)/%.wasm: internal/testwasm/wat/%.wat host/testdata/wat2wasm.js node_m
 # test: everything (the DynamoDB tests against dynalite: at $PROJHOST_DYNAMODB_ENDPOINT, or each
 # test package starts its own), then the DynamoDB suites against Amazon's DynamoDB Local (at
 # $PROJHOST_DYNAMODB_LOCAL_ENDPOINT, or started for the run; skipped without Java unless CI=true).
-# -timeout 30m: cmd/projhost runs the process suites (e2e and hostile) in one test binary, which
-# takes more than go test's default 10 minutes on a loaded 2-core machine.
+# -timeout 40m: cmd/projhost runs the process suites (e2e, hostile, verbs, status page, admin
+# API) in one test binary, which takes 14-20 minutes on a loaded 2-core machine (more than go
+# test's default 10).
 test: deps wasm
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 40m ./...
 	tools/dynamodb-local/with.sh $(MAKE) --no-print-directory test-dynamo
 
 # The DynamoDB suites: the packages whose tests use internal/dynamotest, and the TestDynamo*
