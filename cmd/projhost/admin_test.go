@@ -61,8 +61,8 @@ func writeToken(t *testing.T, dir, name, token string) string {
 
 // TestAdminAPIOnWorker: a worker started with the two token files serves the admin API on its
 // listener: a pause through it lands in the store (and a resume lifts it), the read-only
-// token reads the versions but may not pause, no token gets 401, and the worker logs an audit
-// line per mutating call.
+// token reads the versions and the status (leases judged live) but may not pause, no token gets
+// 401, and the worker logs an audit line per mutating call.
 func TestAdminAPIOnWorker(t *testing.T) {
 	dir := t.TempDir()
 	projhost(t, "journal", "create", "--data", dir, "--shards", "2")
@@ -77,15 +77,17 @@ func TestAdminAPIOnWorker(t *testing.T) {
 		"--admin-token-file", writeToken(t, dir, "admin.token", testAdminToken), "--admin-read-token-file", writeToken(t, dir, "read.token", testReadToken))
 	base := "http://" + addr + admin.Prefix + "f"
 
-	// The API is mounted once the module store is open, a moment after the listener.
+	// The API is mounted once the module store is open, a moment after the listener, and
+	// --handler's version is activated a moment later.
 	deadline := time.Now().Add(time.Minute)
 	for {
 		status, out := adminCall(t, "GET", base+"/versions", testReadToken, "")
-		if status == http.StatusOK {
-			require.EqualValues(t, 1, out["active"], "run --handler made version 1 active")
-			break
+		if status == http.StatusOK && out["active"] == float64(1) {
+			break // run --handler made version 1 active
 		}
-		require.Nil(t, out, "before the API is mounted, the listener's plain 404: %d %v", status, out)
+		if status != http.StatusOK {
+			require.Nil(t, out, "before the API is mounted, the listener's plain 404: %d %v", status, out)
+		}
 		require.False(t, time.Now().After(deadline), "no admin API after a minute; worker log:\n%s", log.String())
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -117,6 +119,26 @@ func TestAdminAPIOnWorker(t *testing.T) {
 	all, ps = pauses()
 	require.False(t, all)
 	require.Empty(t, ps)
+
+	// GET /status judges lease liveness with the status page's watcher: both leases are seen
+	// renewed (live) within a few lease rounds.
+	deadline = time.Now().Add(time.Minute)
+	for {
+		status, out := adminCall(t, "GET", base+"/status", testReadToken, "")
+		require.Equal(t, http.StatusOK, status, "%v", out)
+		shards, _ := out["shards"].([]any)
+		live := 0
+		for _, r := range shards {
+			if r.(map[string]any)["lease"] == "live" {
+				live++
+			}
+		}
+		if len(shards) == 2 && live == 2 {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "leases not judged live after a minute: %v", out)
+		time.Sleep(200 * time.Millisecond)
+	}
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait(), "worker log:\n%s", log.String())

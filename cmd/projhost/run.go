@@ -177,10 +177,14 @@ are probed at most once a second), and no dead-letter replay pending.`,
 			return err
 		}
 		var lis *listener
+		// One lease watcher for the status page and the admin API's /status: the page's sampler
+		// observes the leases every 2s, so both tell live from expired leases.
+		statusCfg := status.Config{Stores: st.Stores, Source: src.Source, Header: src.header,
+			Watcher: status.NewWatcher(c.LeaseDuration, nil)}
 		if listen != "" {
 			// Bound before --handler is made the active version: a port in use deploys nothing.
 			metrics, live := prom.New(), status.NewLive()
-			page, err := statuspage.New(statuspage.Config{Status: status.Config{Stores: st.Stores, Source: src.Source, Header: src.header},
+			page, err := statuspage.New(statuspage.Config{Status: statusCfg,
 				Projections: []string{name}, Live: live, Worker: workerID, LeaseDuration: c.LeaseDuration, Logger: logger})
 			if err != nil {
 				return err
@@ -231,7 +235,7 @@ are probed at most once a second), and no dead-letter replay pending.`,
 		}
 		if len(tokens) > 0 {
 			if err := lis.mountAdmin(admin.Config{Projection: name, Stores: st.Stores, Source: src.Source, Blobs: blobs,
-				Status: &status.Config{Stores: st.Stores, Source: src.Source, Header: src.header}, Tokens: tokens, Logger: logger}, logger); err != nil {
+				Status: &statusCfg, Tokens: tokens, Logger: logger}, logger); err != nil {
 				return err
 			}
 		}
