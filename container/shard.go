@@ -80,9 +80,11 @@ func (r *Runner) handOver(ctx context.Context, s *shardRun, what func(context.Co
 // acquisition must end meanwhile (how and why as checkStop says).
 func (r *Runner) waitUnpaused(ctx context.Context, s *shardRun, log *slog.Logger) (ending, string, bool) {
 	logged := false
+	info := projection.ShardInfo{ShardID: s.id, Epoch: s.epoch}
 	for r.paused(s.id) {
 		if !logged && r.pauses.Load() != nil {
 			log.Info("shard paused: holding its lease, handling nothing until it is resumed")
+			r.lease(projection.LeaseInfo{ShardInfo: info, Event: projection.LeasePaused})
 			logged = true
 		}
 		s.caughtUp.Store(false)
@@ -99,6 +101,7 @@ func (r *Runner) waitUnpaused(ctx context.Context, s *shardRun, log *slog.Logger
 	}
 	if logged {
 		log.Info("shard resumed")
+		r.lease(projection.LeaseInfo{ShardInfo: info, Event: projection.LeaseResumed})
 	}
 	return 0, "", false
 }

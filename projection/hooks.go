@@ -121,6 +121,10 @@ const (
 	LeaseLost     LeaseEvent = "lost"
 	LeaseReleased LeaseEvent = "released"
 	LeaseFinished LeaseEvent = "finished"
+	// LeasePaused: the owner holds the lease of a paused shard (projhost pause) and reads and
+	// handles nothing until LeaseResumed; its last lag report is then stale.
+	LeasePaused  LeaseEvent = "paused"
+	LeaseResumed LeaseEvent = "resumed"
 )
 
 // LeaseInfo describes a lease event of a container-mode worker.

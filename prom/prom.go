@@ -28,6 +28,7 @@
 //	projhost_guest_log_lines_dropped_total{projection,shard} counter    guest log lines dropped past the rate limit (host.GuestLogRate)
 //	projhost_shard_lag_events{projection,shard}              gauge      events after the last one read, at the last read (LagInfo.EventsBehind)
 //	projhost_shard_lag_seconds{projection,shard}             gauge      how far the last event read is behind the shard's tip, at the last read (LagInfo.MillisBehind / 1000; Kinesis' MillisBehindLatest)
+//	projhost_shard_paused{projection,shard}                  gauge      1 while this worker holds the lease of a paused shard (projhost pause; LeasePaused to LeaseResumed); its lag series are absent meanwhile
 //	projhost_shard_memory_bytes{projection,shard}            gauge      linear memory of the shard's handler instance after its last batch (BatchInfo.MemoryBytes)
 //	projhost_shard_module_info{projection,shard,module,version} gauge   1 for the handler module the shard runs: module is its name (host.Module.Name, "<projection> v<N>" for a registry version), version the registry version number N ("" for another name)
 //	projhost_leases_held{projection}                         gauge      shard leases this worker holds (acquired and not yet lost, released or finished)
@@ -75,7 +76,7 @@ type Metrics struct {
 	events, batches, mutations, deadLetters, stops, saves, logDropped *prometheus.CounterVec
 	handlerErrors, replays                                            *prometheus.CounterVec
 	duration                                                          *prometheus.HistogramVec
-	lagEvents, lagSeconds, memory, moduleInfo                         *prometheus.GaugeVec
+	lagEvents, lagSeconds, memory, moduleInfo, paused                 *prometheus.GaugeVec
 	leasesHeld                                                        *prometheus.GaugeVec
 	leasesAcquired, leasesLost                                        *prometheus.CounterVec
 
@@ -117,6 +118,7 @@ func New() *Metrics {
 			Help: "Time of the handler call(s) of each accepted batch, retries excluded.", Buckets: DurationBuckets}, []string{"projection"}),
 		lagEvents:  gauge("shard_lag_events", "Events after the last one read, at the last read (absent: unknown).", ps...),
 		lagSeconds: gauge("shard_lag_seconds", "Seconds the last event read is behind the shard's tip, at the last read (absent: unknown).", ps...),
+		paused:     gauge("shard_paused", "1 while this worker holds the shard's lease and the shard is paused (projhost pause): it reads nothing, and its lag is unknown.", ps...),
 		memory:     gauge("shard_memory_bytes", "Linear memory of the shard's handler instance after its last batch.", ps...),
 		moduleInfo: gauge("shard_module_info", "1 for the handler module (name, registry version) the shard runs.",
 			"projection", "shard", "module", "version"),
@@ -131,7 +133,7 @@ func New() *Metrics {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.events, m.batches, m.mutations, m.deadLetters, m.stops, m.saves, m.logDropped,
-		m.handlerErrors, m.replays, m.duration, m.lagEvents, m.lagSeconds, m.memory, m.moduleInfo,
+		m.handlerErrors, m.replays, m.duration, m.lagEvents, m.lagSeconds, m.memory, m.moduleInfo, m.paused,
 		m.leasesHeld, m.leasesAcquired, m.leasesLost}
 }
 
@@ -248,6 +250,18 @@ func (m *Metrics) lease(i projection.LeaseInfo) {
 	case projection.LeaseAcquired:
 		m.leasesAcquired.WithLabelValues(p, i.How).Inc()
 		held[s] = i.Epoch
+	case projection.LeasePaused:
+		if ep, ok := held[s]; ok && ep == i.Epoch {
+			// The owner reads nothing while paused: its last lag would go stale (a backlog
+			// growing behind a lag of 0). Unknown until it reads again.
+			m.paused.WithLabelValues(p, s).Set(1)
+			m.lagEvents.DeleteLabelValues(p, s)
+			m.lagSeconds.DeleteLabelValues(p, s)
+		}
+	case projection.LeaseResumed:
+		if ep, ok := held[s]; ok && ep == i.Epoch {
+			m.paused.DeleteLabelValues(p, s)
+		}
 	case projection.LeaseLost, projection.LeaseReleased, projection.LeaseFinished:
 		if i.Event == projection.LeaseLost {
 			m.leasesLost.WithLabelValues(p).Inc()
@@ -263,6 +277,7 @@ func (m *Metrics) lease(i projection.LeaseInfo) {
 			m.lagEvents.DeleteLabelValues(p, s)
 			m.lagSeconds.DeleteLabelValues(p, s)
 			m.memory.DeleteLabelValues(p, s)
+			m.paused.DeleteLabelValues(p, s)
 			if old, ok := m.module[k]; ok {
 				m.moduleInfo.DeleteLabelValues(p, s, old[0], old[1])
 				delete(m.module, k)

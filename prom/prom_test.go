@@ -226,6 +226,36 @@ func TestHooks(t *testing.T) {
 			},
 		},
 		{
+			name:    "pause: the lag is unknown (no series) and paused is 1 until resumed; a lease's end removes paused",
+			metrics: []string{"projhost_shard_paused", "projhost_shard_lag_events", "projhost_shard_lag_seconds"},
+			calls: func(h projection.Hooks) {
+				h.Lease(lease(s0, 1, projection.LeaseAcquired, "free"))
+				h.Lease(lease(s1, 2, projection.LeaseAcquired, "free"))
+				h.Lag(projection.LagInfo{ShardInfo: shard(s0, 1), EventsBehind: 0, MillisBehind: 0})
+				h.Lag(projection.LagInfo{ShardInfo: shard(s1, 2), EventsBehind: 0, MillisBehind: 0})
+				h.Lease(lease(s0, 1, projection.LeasePaused, ""))
+				h.Lease(lease(s1, 2, projection.LeasePaused, ""))
+				h.Lease(lease(s1, 2, projection.LeaseResumed, ""))
+				h.Lag(projection.LagInfo{ShardInfo: shard(s1, 2), EventsBehind: 7, MillisBehind: 1500})
+				h.Lease(lease(s0, 0, projection.LeasePaused, "")) // another acquisition's: ignored
+			},
+			want: map[string]float64{
+				"projhost_shard_paused{projection=p,shard=" + s0 + "}":      1,
+				"projhost_shard_lag_events{projection=p,shard=" + s1 + "}":  7,
+				"projhost_shard_lag_seconds{projection=p,shard=" + s1 + "}": 1.5,
+			},
+		},
+		{
+			name:    "paused, then the lease ends: no paused series",
+			metrics: []string{"projhost_shard_paused"},
+			calls: func(h projection.Hooks) {
+				h.Lease(lease(s0, 1, projection.LeaseAcquired, "free"))
+				h.Lease(lease(s0, 1, projection.LeasePaused, ""))
+				h.Lease(lease(s0, 1, projection.LeaseReleased, ""))
+			},
+			want: map[string]float64{},
+		},
+		{
 			name:    "leases: the end of an older acquisition reported after a re-acquisition keeps the lease held",
 			metrics: []string{"projhost_leases_held", "projhost_shard_lag_events"},
 			calls: func(h projection.Hooks) {
@@ -299,16 +329,18 @@ func TestLint(t *testing.T) {
 	h.LogDropped(projection.LogDroppedInfo{ShardInfo: s, Lines: 1})
 	h.Module(projection.ModuleInfo{ShardInfo: s, Module: "p v1"})
 	h.Lease(lease("shardId-000000000001", 1, projection.LeaseLost, ""))
+	h.Lease(lease("shardId-000000000002", 1, projection.LeaseAcquired, "free"))
+	h.Lease(lease("shardId-000000000002", 1, projection.LeasePaused, ""))
 	problems, err := testutil.CollectAndLint(m)
 	require.NoError(t, err)
 	require.Empty(t, problems)
-	require.Equal(t, 17, testutil.CollectAndCount(m,
+	require.Equal(t, 18, testutil.CollectAndCount(m,
 		"projhost_events_total", "projhost_batches_total", "projhost_mutations_total", "projhost_handler_duration_seconds",
 		"projhost_handler_errors_total", "projhost_dead_letters_total", "projhost_dead_letter_replays_total",
 		"projhost_shard_stops_total", "projhost_cursor_saves_total", "projhost_guest_log_lines_dropped_total",
 		"projhost_shard_lag_events", "projhost_shard_lag_seconds", "projhost_shard_memory_bytes", "projhost_shard_module_info",
-		"projhost_leases_held", "projhost_leases_acquired_total", "projhost_leases_lost_total"),
-		"one series of each of the 17 metrics")
+		"projhost_leases_held", "projhost_leases_acquired_total", "projhost_leases_lost_total", "projhost_shard_paused"),
+		"one series of each of the 18 metrics")
 }
 
 // TestConcurrentHooks runs the hooks of many shards at once with scrapes in between (for -race)

@@ -55,6 +55,9 @@ type LiveShard struct {
 	// the last one read, how far it is behind the tip in ms; -1 unknown.
 	LagEvents int64 `json:"lag_events"`
 	LagMillis int64 `json:"lag_ms"`
+	// Paused: the shard is paused (projhost pause) and this worker, its owner, reads nothing;
+	// LagEvents and LagMillis are then unknown (-1): the stores' backlog tells (Row.LagEvents).
+	Paused bool `json:"paused,omitempty"`
 	// Cursor is the last cursor this process saved ("" none yet).
 	Cursor string `json:"cursor,omitempty"`
 	// Module is the handler module the shard runs (host.Module.Name, "<projection> v<N>").
@@ -102,10 +105,14 @@ func (l *Live) Hooks() projection.Hooks {
 			s := l.shard(i.Projection, i.ShardID)
 			switch {
 			case i.Event == projection.LeaseAcquired && i.Epoch >= s.Epoch:
-				s.Owned, s.Epoch = true, i.Epoch
+				s.Owned, s.Epoch, s.Paused = true, i.Epoch, false
 				s.LagEvents, s.LagMillis, s.Module = -1, -1, ""
+			case i.Event == projection.LeasePaused && i.Epoch == s.Epoch:
+				s.Paused, s.LagEvents, s.LagMillis = true, -1, -1
+			case i.Event == projection.LeaseResumed && i.Epoch == s.Epoch:
+				s.Paused = false
 			case i.Event != projection.LeaseAcquired && i.Epoch == s.Epoch:
-				s.Owned = false
+				s.Owned, s.Paused = false, false
 			}
 		},
 	}

@@ -30,6 +30,12 @@ func TestLive(t *testing.T) {
 			h.Flush(projection.FlushInfo{ShardInfo: at(2), Seq: "30"})
 			h.Module(projection.ModuleInfo{ShardInfo: at(2), Module: "p v3"})
 		}, status.LiveShard{Owned: true, Epoch: 2, Events: 30, LagEvents: 5, LagMillis: 700, Cursor: "30", Module: "p v3"}},
+		{"paused: lag unknown", func() { h.Lease(projection.LeaseInfo{ShardInfo: at(2), Event: projection.LeasePaused}) },
+			status.LiveShard{Owned: true, Epoch: 2, Events: 30, LagEvents: -1, LagMillis: -1, Paused: true, Cursor: "30", Module: "p v3"}},
+		{"resumed, then a read", func() {
+			h.Lease(projection.LeaseInfo{ShardInfo: at(2), Event: projection.LeaseResumed})
+			h.Lag(projection.LagInfo{ShardInfo: at(2), EventsBehind: 5, MillisBehind: 700})
+		}, status.LiveShard{Owned: true, Epoch: 2, Events: 30, LagEvents: 5, LagMillis: 700, Cursor: "30", Module: "p v3"}},
 		{"a late report of epoch 1 is ignored", func() {
 			h.Batch(projection.BatchInfo{ShardInfo: at(1), Events: 1000})
 			h.Lag(projection.LagInfo{ShardInfo: at(1), EventsBehind: 99, MillisBehind: 99})

@@ -122,7 +122,7 @@ shard's read quota of 5 a second like a worker's), and whether a record follows 
 				if err := kinesisTable(tw, rows); err != nil {
 					return err
 				}
-				printNotes(cmd.OutOrStdout(), rows, leaseDuration)
+				printNotes(cmd.OutOrStdout(), rows, leaseDuration, sf.args())
 				return nil
 			}
 			withVersions := slices.ContainsFunc(rows, func(r shardStatus) bool { return r.Version > 0 })
@@ -151,7 +151,7 @@ shard's read quota of 5 a second like a worker's), and whether a record follows 
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			printNotes(cmd.OutOrStdout(), rows, leaseDuration)
+			printNotes(cmd.OutOrStdout(), rows, leaseDuration, sf.args())
 			return nil
 		},
 	}
@@ -177,7 +177,7 @@ func leaseCell(r shardStatus) string {
 
 // printNotes prints what the table's rows ask of the operator: how to resume each stopped
 // shard, and what an expired lease means.
-func printNotes(w io.Writer, rows []shardStatus, leaseDuration time.Duration) {
+func printNotes(w io.Writer, rows []shardStatus, leaseDuration time.Duration, storeArgs string) {
 	expired := 0
 	for _, r := range rows {
 		if r.Lease == status.LeaseExpired {
@@ -189,7 +189,8 @@ func printNotes(w io.Writer, rows []shardStatus, leaseDuration time.Duration) {
 	}
 	for _, r := range rows {
 		if r.Stopped != "" {
-			fmt.Fprintf(w, "STOPPED %s shard %s: %s\n  resume with: projhost resume --name %s --shard %s\n", r.Projection, r.Shard, escapeText(r.Stopped), r.Projection, r.Shard)
+			fmt.Fprintf(w, "STOPPED %s shard %s: %s\n  resume with: projhost resume %s --name %s --shard %s\n", r.Projection, r.Shard,
+				escapeText(r.Stopped), storeArgs, shellQuote(r.Projection), shellQuote(r.Shard))
 		}
 	}
 }

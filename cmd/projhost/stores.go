@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,6 +37,34 @@ func (f *storeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.prefix, "table-prefix", dynamotables.DefaultPrefix, "prefix of the DynamoDB table names")
 	cmd.Flags().StringVar(&f.region, "region", "", "AWS region (default: from the AWS config; us-east-1 with a local endpoint)")
 	busyFlag(cmd, &f.busy)
+}
+
+// args are the store flags as a command line would repeat them (shell-quoted where needed),
+// for hints that name another command: "--data DIR", or "--store dynamodb --table-prefix P"
+// with the region and endpoint when given.
+func (f *storeFlags) args() string {
+	if f.embedded() {
+		return "--data " + shellQuote(f.data)
+	}
+	a := "--store dynamodb --table-prefix " + shellQuote(f.prefix)
+	if f.region != "" {
+		a += " --region " + shellQuote(f.region)
+	}
+	if f.endpoint != "" {
+		a += " --dynamodb-endpoint " + shellQuote(f.endpoint)
+	}
+	return a
+}
+
+// shellQuote returns s as one POSIX shell word: as it is when it holds only safe characters,
+// else single-quoted.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@+,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // busyFlag registers --busy-timeout, which every command opening the embedded store or the

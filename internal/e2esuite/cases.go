@@ -431,10 +431,16 @@ func testStopPolicy(t *testing.T, e *Env) {
 		}
 	}
 	txt := e.CLI("status", "--name", Projection)
-	for _, w := range []string{"STOPPED " + Projection + " shard " + s + ": " + r.Stopped, "resume with: projhost resume --name " + Projection + " --shard " + s} {
+	for _, w := range []string{"STOPPED " + Projection + " shard " + s + ": " + r.Stopped, "resume with: projhost resume --"} {
 		if !strings.Contains(txt, w) {
 			t.Errorf("status does not say %q:\n%s", w, txt)
 		}
+	}
+	// The hint is a command to copy: with the store's flags.
+	_, hint, _ := strings.Cut(txt, "resume with: projhost ")
+	hint, _, _ = strings.Cut(hint, "\n")
+	if want := " --name " + Projection + " --shard " + s; !strings.HasSuffix(hint, want) || !strings.Contains(hint, "--data ") && !strings.Contains(hint, "--store dynamodb") {
+		t.Errorf("resume hint %q: want the store's flags and %q", hint, want)
 	}
 	a.Stop(t)
 

@@ -89,6 +89,10 @@ func (h *History) Check(t *testing.T) {
 					continue
 				}
 				acqs[k] = &acqState{worker: id, proc: i}
+			case r.Event == "lease" && (r.Kind == string(projection.LeasePaused) || r.Kind == string(projection.LeaseResumed)):
+				if !mine {
+					badf("%s: %s reports %s of an acquisition it does not have", id, k, r.Kind)
+				}
 			case r.Event == "lease":
 				if !mine {
 					badf("%s: %s reports %s of an acquisition it does not have", id, k, r.Kind)
