@@ -295,6 +295,8 @@ func TestMalformed(t *testing.T) {
 		{"null", "POST", path("/pause"), `null`, nil, 400, "must be a JSON object"},
 		{"number for the shard", "POST", path("/pause"), `{"shard":0}`, nil, 400, `field "shard": a JSON number where a string is wanted`},
 		{"empty shard", "POST", path("/pause"), `{"shard":""}`, nil, 400, "is empty"},
+		{"null shard (not every shard)", "POST", path("/pause"), `{"shard":null}`, nil, 400, `field "shard" is null`},
+		{"null target", "POST", path("/reset"), `{"shard":"0","to":null}`, nil, 400, `field "to" is null`},
 		{"shard with a control character", "POST", path("/pause"), `{"shard":"a\u0001"}`, nil, 400, "not a shard id"},
 		{"oversized body", "POST", path("/pause"), big, nil, 413, "over 4096 bytes"},
 		{"text body", "POST", path("/pause"), `{"shard":"0"}`, []string{"Content-Type", "text/plain"}, 415, "send application/json"},

@@ -75,6 +75,10 @@ func decodeJSON(b []byte, dst any, fields []string) error {
 		if err := dec.Decode(&v); err != nil {
 			return errorf(http.StatusBadRequest, "the body is not valid JSON (%v): send %s", err, want)
 		}
+		if string(v) == "null" {
+			// null would decode as an absent field: for "shard", every shard instead of one.
+			return errorf(http.StatusBadRequest, "field %q is null: give a string, or leave the field out", k)
+		}
 	}
 	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
 		return errorf(http.StatusBadRequest, "the body is not valid JSON: send %s", want)

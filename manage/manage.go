@@ -181,28 +181,28 @@ const revokeAttempts = 20
 
 // rewind fences shard l.ShardID and writes seq as its cursor (see the package documentation);
 // reactivate also makes a finished lease active again (Rebuild).
-func rewind(ctx context.Context, st *store.Stores, projection, shardID, seq string, reactivate bool) (int64, error) {
+func rewind(ctx context.Context, st *store.Stores, projection, shardID string, position func(context.Context) (string, error), reactivate bool) (int64, string, error) {
 	for attempt := 0; ; attempt++ {
 		if attempt >= revokeAttempts {
-			return 0, fmt.Errorf("%w: shard %s", ErrBusy, shardID)
+			return 0, "", fmt.Errorf("%w: shard %s", ErrBusy, shardID)
 		}
 		if attempt > 0 {
 			select {
 			case <-ctx.Done():
-				return 0, ctx.Err()
+				return 0, "", ctx.Err()
 			case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
 			}
 		}
 		l, err := lease(ctx, st, projection, shardID)
 		if err != nil {
-			return 0, err
+			return 0, "", err
 		}
 		if l.State == shardmap.StateFinished && !reactivate {
-			return 0, fmt.Errorf("%w: shard %s", ErrFinished, shardID)
+			return 0, "", fmt.Errorf("%w: shard %s", ErrFinished, shardID)
 		}
 		c, err := st.Cursors.Get(ctx, projection, shardID)
 		if err != nil {
-			return 0, fmt.Errorf("manage: reading the cursor of shard %s: %w", shardID, err)
+			return 0, "", fmt.Errorf("manage: reading the cursor of shard %s: %w", shardID, err)
 		}
 		nl := l
 		nl.Owner, nl.Module, nl.Epoch, nl.State = "", "", max(l.Epoch, c.Epoch)+1, shardmap.StateActive
@@ -211,20 +211,32 @@ func rewind(ctx context.Context, st *store.Stores, projection, shardID, seq stri
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("manage: revoking the lease of shard %s: %w", shardID, err)
+			return 0, "", fmt.Errorf("manage: revoking the lease of shard %s: %w", shardID, err)
 		}
 		epoch := stored.Epoch
 		err = st.Resetter.ResetWrites(ctx, projection, shardID, epoch)
-		if err == nil {
-			err = st.Cursors.Reset(ctx, projection, shardID, epoch, seq)
+		if errors.Is(err, readmodel.ErrFenced) {
+			continue // a worker opened the shard at a newer epoch meanwhile: revoke again
 		}
+		if err != nil {
+			return 0, "", fmt.Errorf("manage: resetting shard %s: %w", shardID, err)
+		}
+		// The position is read now, with the read model fenced at epoch: no owner commits
+		// past it any more, so a position such as the head is at or after everything
+		// committed (read before the fence, an owner could commit past it, and the reset
+		// would move its cursor back and apply those events twice).
+		seq, err := position(ctx)
+		if err != nil {
+			return 0, "", err
+		}
+		err = st.Cursors.Reset(ctx, projection, shardID, epoch, seq)
 		if errors.Is(err, readmodel.ErrFenced) || errors.Is(err, cursorstore.ErrFenced) {
 			continue // a worker opened the shard at a newer epoch meanwhile: revoke again
 		}
 		if err != nil {
-			return 0, fmt.Errorf("manage: resetting shard %s: %w", shardID, err)
+			return 0, "", fmt.Errorf("manage: resetting shard %s: %w", shardID, err)
 		}
-		return epoch, nil
+		return epoch, seq, nil
 	}
 }
 
@@ -311,13 +323,12 @@ func Reset(ctx context.Context, st *store.Stores, src source.Source, projection,
 			return nil, fmt.Errorf("%w: %s has no unfinished shard (start a worker first: it creates the leases)", ErrNoShard, projection)
 		}
 	}
-	seqs := make(map[string]string, len(ids))
+	// Every target is resolved once before anything changes (a bad one changes nothing), and
+	// again once the shard is fenced (rewind): a head or a time keeps moving meanwhile.
 	for _, id := range ids {
-		seq, err := to.resolve(ctx, src, id)
-		if err != nil {
+		if _, err := to.resolve(ctx, src, id); err != nil {
 			return nil, err
 		}
-		seqs[id] = seq
 	}
 	unpause, err := pauseFor(ctx, st, projection, shardID, o)
 	if err != nil {
@@ -325,12 +336,12 @@ func Reset(ctx context.Context, st *store.Stores, src source.Source, projection,
 	}
 	var out []ResetResult
 	for _, id := range ids {
-		ep, err := rewind(ctx, st, projection, id, seqs[id], false)
+		ep, seq, err := rewind(ctx, st, projection, id, func(ctx context.Context) (string, error) { return to.resolve(ctx, src, id) }, false)
 		if err != nil {
 			return out, fmt.Errorf("%w (the pause stays: `projhost resume` once done)", err)
 		}
-		o.Logger.Info("shard reset", "projection", projection, "shard", id, "cursor", seqs[id], "epoch", ep)
-		out = append(out, ResetResult{ShardID: id, Seq: seqs[id], Epoch: ep})
+		o.Logger.Info("shard reset", "projection", projection, "shard", id, "cursor", seq, "epoch", ep)
+		out = append(out, ResetResult{ShardID: id, Seq: seq, Epoch: ep})
 	}
 	if err := unpause(ctx); err != nil {
 		return out, fmt.Errorf("manage: lifting the reset's pause: %w", err)
@@ -359,7 +370,7 @@ func Rebuild(ctx context.Context, st *store.Stores, projection string, o Options
 		return fmt.Errorf("manage: listing the leases of %s: %w", projection, err)
 	}
 	for _, l := range ls {
-		if _, err := rewind(ctx, st, projection, l.ShardID, "", true); err != nil {
+		if _, _, err := rewind(ctx, st, projection, l.ShardID, func(context.Context) (string, error) { return "", nil }, true); err != nil {
 			return fmt.Errorf("%w (the pause stays: run rebuild again)", err)
 		}
 	}

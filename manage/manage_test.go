@@ -13,6 +13,7 @@ import (
 	"github.com/projhost/projhost/manage"
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/shardmap"
+	"github.com/projhost/projhost/source"
 	"github.com/projhost/projhost/store"
 )
 
@@ -299,6 +300,67 @@ func TestRebuildClears(t *testing.T) {
 			}
 			if got := doc(t, st, proj); got != `{"n":1}` {
 				t.Fatalf("doc after the rebuild's first batch = %s", got)
+			}
+		})
+	}
+}
+
+// headSource is a source.Source and source.Header whose Head calls head (the rest is unused).
+type headSource struct {
+	source.Source
+	head func() string
+}
+
+func (h headSource) Head(context.Context, string) (string, error) { return h.head(), nil }
+
+// TestResetLatestAfterTheFence: reset --to latest reads the head once the shard's writes are
+// fenced. Here the head is 10 when the reset starts, and the owner commits 11 and 12 before it
+// notices the pause: the cursor is set to 12, not moved back to 10 (which would have the next
+// owner apply 11 and 12 a second time).
+func TestResetLatestAfterTheFence(t *testing.T) {
+	for _, b := range storetest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := context.Background()
+			st := b.Open(t)
+			proj := "latest-" + b.Name
+			old := setup(t, st, proj)
+			head, calls := "10", 0
+			src := headSource{head: func() string {
+				calls++
+				if calls == 1 { // the owner, not paused yet, handles two more events
+					for i := 11; i <= 12; i++ {
+						if err := old.commit(fmt.Sprint(i), i); err != nil {
+							t.Errorf("commit %d: %v", i, err)
+						}
+					}
+					defer func() { head = "12" }()
+				}
+				return head
+			}}
+			rs, err := manage.Reset(ctx, st, src, proj, shard, manage.Target{Kind: manage.ToLatest}, manage.Options{Settle: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rs) != 1 || rs[0].Seq != "12" {
+				t.Fatalf("Reset = %+v, want the cursor at 12, the head once fenced", rs)
+			}
+			c, err := st.Cursors.Get(ctx, proj, shard)
+			if err != nil || c.Seq != "12" {
+				t.Fatalf("cursor after Reset = %+v, %v; want 12", c, err)
+			}
+			if err := old.commit("13", 13); !isFenced(err) {
+				t.Fatalf("commit by the owner before the reset = %v, want fenced", err)
+			}
+
+			// A sequence number past the head is refused, and changes nothing.
+			if _, err := manage.Reset(ctx, st, src, proj, shard, manage.Target{Kind: manage.ToSeq, Seq: "13"}, manage.Options{Settle: -1}); !errors.Is(err, manage.ErrTarget) {
+				t.Fatalf("Reset to 13 past the head 12 = %v, want ErrTarget", err)
+			}
+			if c, err := st.Cursors.Get(ctx, proj, shard); err != nil || c.Seq != "12" {
+				t.Fatalf("cursor after a refused Reset = %+v, %v; want 12", c, err)
+			}
+			if p, err := st.Cursors.Pauses(ctx, proj); err != nil || p.Any() {
+				t.Fatalf("pauses after a refused Reset = %+v, %v; want none", p, err)
 			}
 		})
 	}

@@ -79,28 +79,27 @@ type TimeSeeker interface {
 func (t Target) resolve(ctx context.Context, src source.Source, shardID string) (string, error) {
 	switch t.Kind {
 	case ToSeq:
+		// A cursor past the shard's last event would have the owner wait for the head to reach
+		// it, then skip every event appended up to it.
+		last, known, err := lastSeq(ctx, src, shardID)
+		if err != nil {
+			return "", err
+		}
+		if known && event.CompareSeq(t.Seq, last) > 0 {
+			return "", fmt.Errorf("%w: %s is beyond the last event of shard %s (%s): a cursor there would skip the events appended up to it; use latest for the head", ErrTarget, t.Seq, shardID, or(last, "none yet"))
+		}
 		return t.Seq, nil
 	case ToTrimHorizon:
 		return "", nil
 	case ToLatest:
-		if hd, ok := src.(source.Header); ok {
-			seq, err := hd.Head(ctx, shardID)
-			if err != nil {
-				return "", fmt.Errorf("manage: reading the head of shard %s: %w", shardID, err)
-			}
-			return seq, nil
+		last, known, err := lastSeq(ctx, src, shardID)
+		if err != nil {
+			return "", err
 		}
-		if tl, ok := src.(source.Tailer); ok {
-			evs, err := tl.Tail(ctx, shardID, 1)
-			if err != nil {
-				return "", fmt.Errorf("manage: reading the last event of shard %s: %w", shardID, err)
-			}
-			if len(evs) == 0 {
-				return "", nil
-			}
-			return evs[len(evs)-1].Seq, nil
+		if !known {
+			return "", fmt.Errorf("%w: latest needs the source (give the same source flags as run)", ErrTarget)
 		}
-		return "", fmt.Errorf("%w: latest needs the source (give the same source flags as run)", ErrTarget)
+		return last, nil
 	case ToTime:
 		ts, ok := src.(TimeSeeker)
 		if !ok {
@@ -113,4 +112,34 @@ func (t Target) resolve(ctx context.Context, src source.Source, shardID string) 
 		return seq, nil
 	}
 	return "", fmt.Errorf("%w: no target", ErrTarget)
+}
+
+// lastSeq returns the sequence number of the shard's last event ("" when it has none) when the
+// source can tell (a source.Header, or a source.Tailer); known false otherwise.
+func lastSeq(ctx context.Context, src source.Source, shardID string) (last string, known bool, err error) {
+	if hd, ok := src.(source.Header); ok {
+		seq, err := hd.Head(ctx, shardID)
+		if err != nil {
+			return "", false, fmt.Errorf("manage: reading the head of shard %s: %w", shardID, err)
+		}
+		return seq, true, nil
+	}
+	if tl, ok := src.(source.Tailer); ok {
+		evs, err := tl.Tail(ctx, shardID, 1)
+		if err != nil {
+			return "", false, fmt.Errorf("manage: reading the last event of shard %s: %w", shardID, err)
+		}
+		if len(evs) == 0 {
+			return "", true, nil
+		}
+		return evs[len(evs)-1].Seq, true, nil
+	}
+	return "", false, nil
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -26,7 +26,7 @@ type chart struct {
 // drawChart draws samples (oldest first) over span ending at the last sample: the lag in
 // events when any sample knows it, else in ms (Kinesis). Unknown values are left out.
 func drawChart(samples []sample, span time.Duration) chart {
-	c := chart{W: chartW, H: chartH, Unit: "events", Span: span.String()}
+	c := chart{W: chartW, H: chartH, Unit: "events", Span: span.Round(time.Second).String()}
 	val := func(s sample) int64 { return s.Events }
 	known := len(samples) == 0
 	for _, s := range samples {

@@ -15,9 +15,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"path"
 	"strconv"
 	"time"
 )
@@ -130,7 +132,7 @@ func Listen(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("web: listening on %s: %w (is another process using the port?)", cfg.Addr, err)
 	}
 	mux := http.NewServeMux()
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
+	srv := &http.Server{Handler: cleanPaths(mux), ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
 		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	return &Server{cfg: cfg, ln: ln, mux: mux, srv: srv}, nil
@@ -138,6 +140,24 @@ func Listen(cfg Config) (*Server, error) {
 
 // Addr is the address the server listens on (with the port chosen for port 0).
 func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// cleanPaths answers a request whose path is not clean ("..", ".", "//" segments) with 400 and a
+// JSON error, instead of http.ServeMux's redirect to the cleaned path: a redirect (307 keeps
+// the method and body) would have a client that follows it send a mutating request to another
+// path than the one it named, and it comes before any authentication.
+func cleanPaths(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if p == "" || p[0] != '/' || path.Clean(p) != p && path.Clean(p)+"/" != p {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"error":"the path is not clean (it holds '.', '..' or an empty segment): send the path without them"}`+"\n")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // Handle registers h for pattern (http.ServeMux patterns, e.g. "GET /metrics"). It panics on a
 // pattern registered twice, as http.ServeMux does. Paths nobody registered answer 404.

@@ -81,6 +81,12 @@ func TestServe(t *testing.T) {
 	require.Equal(t, "hi", body)
 	code, _ = get(t, base+"/")
 	require.Equal(t, http.StatusNotFound, code)
+	// Unclean paths: a JSON 400, not http.ServeMux's redirect to the cleaned path.
+	for _, p := range []string{"/x/../hello", "//hello", "/./hello", "/hello/.", "/a//b"} {
+		code, body := get(t, base+p)
+		require.Equal(t, http.StatusBadRequest, code, p)
+		require.Contains(t, body, `"error":"the path is not clean`, p)
+	}
 
 	_, err = web.Listen(web.Config{Addr: s.Addr()})
 	require.ErrorContains(t, err, "listening on "+s.Addr())

@@ -27,6 +27,9 @@ const (
 	testReadToken  = "0123456789abcdef0123456789abcdef-read"
 )
 
+// noRedirects is a client that returns redirects instead of following them.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
 // adminCall sends method url with the bearer token and body; it returns the status and the
 // JSON answer (nil for the listener's plain 404 before the API is mounted).
 func adminCall(t *testing.T, method, url, token, body string) (int, map[string]any) {
@@ -39,7 +42,7 @@ func adminCall(t *testing.T, method, url, token, body string) (int, map[string]a
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := noRedirects.Do(req)
 	require.NoError(t, err)
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
@@ -94,6 +97,13 @@ func TestAdminAPIOnWorker(t *testing.T) {
 
 	status, out := adminCall(t, "POST", base+"/pause", "", `{"shard":"shardId-000000000001"}`)
 	require.Equal(t, http.StatusUnauthorized, status, "%v", out)
+	// No redirect before authentication: "/admin" and unclean paths get a JSON error.
+	status, out = adminCall(t, "GET", "http://"+addr+"/admin", testAdminToken, "")
+	require.Equal(t, http.StatusNotFound, status, "%v", out)
+	require.NotNil(t, out, "a JSON answer")
+	status, out = adminCall(t, "POST", "http://"+addr+admin.Prefix+"x/../f/pause", testAdminToken, `{"shard":"shardId-000000000001"}`)
+	require.Equal(t, http.StatusBadRequest, status, "%v", out)
+	require.Contains(t, out["error"], "not clean")
 	status, out = adminCall(t, "POST", base+"/pause", testReadToken, `{"shard":"shardId-000000000001"}`)
 	require.Equal(t, http.StatusForbidden, status, "%v", out)
 

@@ -49,6 +49,9 @@ next "projhost run" applies them (run --until-caught-up waits for them).`,
 	list := &cobra.Command{
 		Use: "list", Short: "List dead letters (newest state first per shard and sequence number)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkShardFlag(cmd, shard); err != nil {
+				return err
+			}
 			if err := needName(); err != nil {
 				return err
 			}
@@ -75,6 +78,9 @@ next "projhost run" applies them (run --until-caught-up waits for them).`,
 	show := &cobra.Command{
 		Use: "show", Short: "Show one dead letter with its event data (JSON)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkShardFlag(cmd, shard); err != nil {
+				return err
+			}
 			if name == "" || shard == "" || seq == "" {
 				return fmt.Errorf("--name, --shard and --seq are required")
 			}
@@ -98,6 +104,9 @@ next "projhost run" applies them (run --until-caught-up waits for them).`,
 		c := &cobra.Command{
 			Use: use, Short: short, Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
+				if err := checkShardFlag(cmd, shard); err != nil {
+					return err
+				}
 				if err := needName(); err != nil {
 					return err
 				}

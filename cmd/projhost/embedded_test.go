@@ -197,6 +197,12 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"journal", "append", "--data", dir, "--busy-timeout", "2h", events}, "--busy-timeout"},
 		{[]string{"sql", "--data", dir, "--timeout", "0s", "SELECT 1"}, "--timeout must be positive"},
 		{[]string{"run", "--data", dir, "--name", "f", "--handler", testwasm.Path(t, testwasm.FlightDelaysAS), "--shard-sync", "-10ms"}, "shard-sync -10ms is negative"},
+		// An empty --shard (an unset shell variable) is not the whole projection.
+		{[]string{"pause", "--data", dir, "--name", "f", "--shard", ""}, "--shard is empty"},
+		{[]string{"resume", "--data", dir, "--name", "f", "--shard", ""}, "--shard is empty"},
+		{[]string{"reset", "--data", dir, "--name", "f", "--shard", "", "--to", "latest"}, "--shard is empty"},
+		{[]string{"deadletters", "replay", "--data", dir, "--name", "f", "--shard", ""}, "--shard is empty"},
+		{[]string{"deadletters", "list", "--data", dir, "--name", "f", "--shard", ""}, "--shard is empty"},
 	}
 	for _, c := range cases {
 		requireRefused(t, c.args, c.want)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -53,6 +54,8 @@ func (l *listener) mountAdmin(cfg admin.Config, logger *slog.Logger) error {
 		return err
 	}
 	l.srv.Handle(admin.Pattern, api)
+	// "/admin" too: the API answers it (404, JSON) instead of the mux's redirect to "/admin/".
+	l.srv.Handle(strings.TrimSuffix(admin.Pattern, "/"), api)
 	logger.Info("serving the admin API", "addr", l.srv.Addr(), "prefix", admin.Prefix+cfg.Projection, "tokens", len(cfg.Tokens))
 	return nil
 }

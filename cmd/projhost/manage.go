@@ -13,6 +13,15 @@ import (
 	"github.com/projhost/projhost/source/journal"
 )
 
+// checkShardFlag refuses a --shard given empty (an unset shell variable): "" means the whole
+// projection, which must not be what a one-shard command silently becomes.
+func checkShardFlag(cmd *cobra.Command, shard string) error {
+	if cmd.Flags().Changed("shard") && shard == "" {
+		return fmt.Errorf("--shard is empty: name a shard (projhost status lists them), or leave --shard out for every shard")
+	}
+	return nil
+}
+
 func init() {
 	var sf storeFlags
 	var name, shard string
@@ -27,6 +36,9 @@ but reads nothing, calls no handler and leaves the cursor as it is; leases stay 
 Lambda mode does not read it: disable the function's event source mapping instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkShardFlag(cmd, shard); err != nil {
+				return err
+			}
 			if name == "" {
 				return fmt.Errorf("--name is required")
 			}
@@ -74,6 +86,9 @@ on top of the documents as they are. Use it with idempotent handlers or to skip 
 projhost rebuild. Finished shards (closed and read to their end) are left as they are.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkShardFlag(cmd, rshard); err != nil {
+				return err
+			}
 			if rname == "" {
 				return fmt.Errorf("--name is required")
 			}
