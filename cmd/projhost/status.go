@@ -197,7 +197,8 @@ func printNotes(w io.Writer, rows []shardStatus, leaseDuration time.Duration, st
 
 // kinesisTable prints the rows of a Kinesis projection: lag in ms, and whether records follow.
 func kinesisTable(tw *tabwriter.Writer, rows []shardStatus) error {
-	fmt.Fprintln(tw, "PROJECTION\tSHARD\tOWNER\tLEASE\tSTATE\tEPOCH\tCURSOR\tDEAD LETTERS\tLAG (ms)\tBEHIND")
+	withVersions := slices.ContainsFunc(rows, func(r shardStatus) bool { return r.Version > 0 })
+	fmt.Fprintln(tw, "PROJECTION\tSHARD\tOWNER\tLEASE\tSTATE\tEPOCH\tCURSOR\tDEAD LETTERS\tLAG (ms)\tBEHIND"+map[bool]string{true: "\tVERSION"}[withVersions])
 	var most int64
 	for _, r := range rows {
 		state := r.RunState
@@ -218,8 +219,15 @@ func kinesisTable(tw *tabwriter.Writer, rows []shardStatus) error {
 				behind = "behind (empty stretch)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", escapeText(r.Projection), escapeText(r.Shard), orDash(escapeText(r.Owner)), leaseCell(r),
-			state, r.Epoch, orDash(r.Cursor), r.DeadLetters, lag, behind)
+		version := ""
+		if withVersions {
+			version = "\t-"
+			if r.Version > 0 {
+				version = fmt.Sprintf("\tv%d", r.Version)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s%s\n", escapeText(r.Projection), escapeText(r.Shard), orDash(escapeText(r.Owner)), leaseCell(r),
+			state, r.Epoch, orDash(r.Cursor), r.DeadLetters, lag, behind, version)
 	}
 	fmt.Fprintf(tw, "\t\t\t\t\t\t\tmost\t%d\t\n", most)
 	return tw.Flush()
