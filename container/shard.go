@@ -40,19 +40,25 @@ func (r *Runner) runShard(ctx context.Context, s *shardRun) {
 	}
 }
 
+// reportLost reports the loss of s's lease: why it ended, as shutdown recorded it (stopWhy),
+// else why, else as the lease manager tells (awaitLost).
+func (r *Runner) reportLost(s *shardRun, why string) {
+	s.mu.Lock()
+	if s.stopWhy != "" {
+		why = s.stopWhy
+	}
+	s.mu.Unlock()
+	if why == "" {
+		why = r.awaitLost(s)
+	}
+	r.end(s, projection.LeaseLost, "", why)
+}
+
 // endUnopened ends an acquisition whose shard is not open (it was paused): a release hands the
 // lease back (nothing to commit), a loss is reported.
 func (r *Runner) endUnopened(ctx context.Context, s *shardRun, end ending, why string, log *slog.Logger) {
 	if end != endRelease {
-		s.mu.Lock()
-		if s.stopWhy != "" {
-			why = s.stopWhy
-		}
-		s.mu.Unlock()
-		if why == "" {
-			why = r.awaitLost(s)
-		}
-		r.end(s, projection.LeaseLost, "", why)
+		r.reportLost(s, why)
 		return
 	}
 	c, _ := r.cfg.Stores.Cursors.Get(context.WithoutCancel(ctx), r.cfg.Projection, s.id) // for the report only
@@ -134,15 +140,7 @@ func (r *Runner) runOpen(ctx context.Context, s *shardRun, log *slog.Logger) boo
 		return true
 	}
 	if end == endLost {
-		s.mu.Lock()
-		if s.stopWhy != "" {
-			why = s.stopWhy
-		}
-		s.mu.Unlock()
-		if why == "" {
-			why = r.awaitLost(s)
-		}
-		r.end(s, projection.LeaseLost, "", why)
+		r.reportLost(s, why)
 		return false
 	}
 	if err := sh.Flush(ctx); err != nil {

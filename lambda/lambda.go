@@ -88,7 +88,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"strings"
 	"sync"
 	"time"
@@ -99,6 +98,7 @@ import (
 	"github.com/projhost/projhost/deploy"
 	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/internal/durations"
 	"github.com/projhost/projhost/projection"
 	"github.com/projhost/projhost/registry"
 )
@@ -371,7 +371,7 @@ func (h *Handler) replay(ctx context.Context, log *slog.Logger, sh *projection.S
 	}
 	dl, bounded := ctx.Deadline()
 	for i, l := range ls {
-		if bounded && time.Until(dl) < satAdd(h.cfg.callLimit(), h.cfg.Core.FailureTime(1, h.cfg.callLimit())) {
+		if bounded && time.Until(dl) < durations.Add(h.cfg.callLimit(), h.cfg.Core.FailureTime(1, h.cfg.callLimit())) {
 			log.Warn("dead-letter replays left for a later invocation: keeping the time for the batch (a function timeout of at least MinTimeout leaves time for one per invocation)",
 				"replays", len(ls)-i)
 			again()
@@ -441,15 +441,7 @@ func (h *Handler) handleChunks(ctx context.Context, log *slog.Logger, sh *projec
 // the interruption of a call at its deadline and for the host's work around a call
 // (saturating at the largest time.Duration).
 func (c Config) callLimit() time.Duration {
-	return satAdd(satAdd(c.BatchDeadline, c.BatchDeadline/10), 20*time.Millisecond)
-}
-
-// satAdd is a+b (both >= 0), or the largest time.Duration when that overflows.
-func satAdd(a, b time.Duration) time.Duration {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
+	return durations.Add(durations.Add(c.BatchDeadline, c.BatchDeadline/10), 20*time.Millisecond)
 }
 
 // fit returns how many of evs (at least one, at most one handler call's MaxBatchBytes of
@@ -489,7 +481,7 @@ func (c Config) MinTimeout() time.Duration {
 	if c.Reserve <= 0 {
 		c.Reserve = DefaultReserve
 	}
-	return satAdd(satAdd(c.Core.FailureTime(1, c.callLimit()), c.callLimit()), c.Reserve)
+	return durations.Add(durations.Add(c.Core.FailureTime(1, c.callLimit()), c.callLimit()), c.Reserve)
 }
 
 // Records returns the shard id and the events of an invocation's records, in order (Data as

@@ -5,13 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/bits"
 	"time"
 
 	"github.com/projhost/projhost/deadletter"
 	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/internal/durations"
 	"github.com/projhost/projhost/wasmabi"
 )
 
@@ -399,12 +399,12 @@ func (c Config) FailureTime(n int, call time.Duration) time.Duration {
 	if n > 1 {
 		calls += bits.Len(uint(n-1)) + 1 // ceil(log2 n) probes, then the confirmation
 	}
-	t := satMul(max(call, 0), calls)
+	t := durations.Mul(max(call, 0), calls)
 	for i := 1; i < attempts; i++ {
 		if backoff == maxBackoff { // the rest of the waits are all maxBackoff
-			return satAdd(t, satMul(maxBackoff, attempts-i))
+			return durations.Add(t, durations.Mul(maxBackoff, attempts-i))
 		}
-		t = satAdd(t, backoff)
+		t = durations.Add(t, backoff)
 		if backoff > maxBackoff/2 {
 			backoff = maxBackoff
 		} else {
@@ -412,20 +412,4 @@ func (c Config) FailureTime(n int, call time.Duration) time.Duration {
 		}
 	}
 	return t
-}
-
-// satMul is d*n (d, n >= 0), or the largest time.Duration when that overflows.
-func satMul(d time.Duration, n int) time.Duration {
-	if n != 0 && d > math.MaxInt64/time.Duration(n) {
-		return math.MaxInt64
-	}
-	return d * time.Duration(n)
-}
-
-// satAdd is a+b (both >= 0), or the largest time.Duration when that overflows.
-func satAdd(a, b time.Duration) time.Duration {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/projhost/projhost/cursorstore"
 	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/internal/durations"
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/store"
 )
@@ -425,7 +426,7 @@ func (s *Shard) retryStore(ctx context.Context, what string, op func() error) er
 			return ctx.Err()
 		}
 		s.log.Warn(what+" failed: retrying", "err", err, "backoff", backoff)
-		if !sleepCtx(ctx, backoff) {
+		if !durations.Sleep(ctx, backoff) {
 			return ctx.Err()
 		}
 		backoff = min(backoff*2, s.p.cfg.RetryMax)
@@ -454,17 +455,6 @@ func lostOr(err error) error {
 		return fmt.Errorf("%w: %w", ErrLost, err)
 	}
 	return err
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func (h *Hooks) flush(i FlushInfo) {

@@ -22,6 +22,18 @@ func checkShardFlag(cmd *cobra.Command, shard string) error {
 	return nil
 }
 
+// checkNameShard checks the --name and --shard of a command that works on a projection or one
+// of its shards.
+func checkNameShard(cmd *cobra.Command, name, shard string) error {
+	if err := checkShardFlag(cmd, shard); err != nil {
+		return err
+	}
+	if name == "" {
+		return fmt.Errorf("--name is required")
+	}
+	return nil
+}
+
 func init() {
 	var sf storeFlags
 	var name, shard string
@@ -36,11 +48,8 @@ but reads nothing, calls no handler and leaves the cursor as it is; leases stay 
 Lambda mode does not read it: disable the function's event source mapping instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkShardFlag(cmd, shard); err != nil {
+			if err := checkNameShard(cmd, name, shard); err != nil {
 				return err
-			}
-			if name == "" {
-				return fmt.Errorf("--name is required")
 			}
 			ctx := cmd.Context()
 			st, err := sf.open(ctx)
@@ -86,11 +95,8 @@ on top of the documents as they are. Use it with idempotent handlers or to skip 
 projhost rebuild. Finished shards (closed and read to their end) are left as they are.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkShardFlag(cmd, rshard); err != nil {
+			if err := checkNameShard(cmd, rname, rshard); err != nil {
 				return err
-			}
-			if rname == "" {
-				return fmt.Errorf("--name is required")
 			}
 			target, err := manage.ParseTarget(to)
 			if err != nil {

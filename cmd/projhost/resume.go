@@ -23,11 +23,8 @@ a new version) or the cause first, or the shard stops again at the same event. A
 projection is paused as a whole stays paused after resume --shard: resume without --shard.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkShardFlag(cmd, shard); err != nil {
+			if err := checkNameShard(cmd, name, shard); err != nil {
 				return err
-			}
-			if name == "" {
-				return fmt.Errorf("--name is required")
 			}
 			ctx := cmd.Context()
 			st, err := sf.openExisting(ctx)

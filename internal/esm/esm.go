@@ -71,6 +71,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/uuid"
+
+	"github.com/projhost/projhost/internal/durations"
 )
 
 // KinesisAPI is the part of the Kinesis Data Streams client the driver calls.
@@ -409,7 +411,7 @@ func (d *Driver) listShards(ctx context.Context) ([]types.Shard, error) {
 				return nil, fmt.Errorf("esm: list shards: %w", err)
 			}
 			d.log.Warn("esm: list shards failed: trying again", "err", err)
-			if !sleep(ctx, time.Second) {
+			if !durations.Sleep(ctx, time.Second) {
 				return nil, ctx.Err()
 			}
 			continue
@@ -471,7 +473,7 @@ func (d *Driver) runShard(ctx context.Context, id string, toTip bool) (bool, err
 		if !l.firstAt.IsZero() {
 			wait = min(wait, time.Until(l.firstAt.Add(d.cfg.MaximumBatchingWindow)))
 		}
-		if !sleep(ctx, max(wait, time.Millisecond)) {
+		if !durations.Sleep(ctx, max(wait, time.Millisecond)) {
 			return false, ctx.Err()
 		}
 	}
@@ -506,7 +508,7 @@ func recordSize(r types.Record) int {
 func (l *shardLoop) read(ctx context.Context) error {
 	d := l.d
 	for try := 0; ; try++ {
-		if try > 0 && !sleep(ctx, min(time.Duration(try)*200*time.Millisecond, 2*time.Second)) {
+		if try > 0 && !durations.Sleep(ctx, min(time.Duration(try)*200*time.Millisecond, 2*time.Second)) {
 			return ctx.Err()
 		}
 		if ctx.Err() != nil {
@@ -625,7 +627,7 @@ func (d *Driver) deliver(ctx context.Context, shardID string, batch []types.Reco
 		for i := 1; i < attempts && backoff < time.Second; i++ {
 			backoff *= 2
 		}
-		if !sleep(ctx, min(backoff, time.Second)) {
+		if !durations.Sleep(ctx, min(backoff, time.Second)) {
 			return ctx.Err()
 		}
 	}
@@ -753,15 +755,4 @@ func SortedShards[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
