@@ -10,6 +10,8 @@ help:
 	@echo "make build   - build ./bin/projhost"
 	@echo "make bootstrap - build ./bin/bootstrap, the Lambda function (linux, BOOTSTRAP_ARCH=arm64|amd64; cmd/bootstrap)"
 	@echo "make wasm    - build the example WASM handlers into $(WASM_DIR)/"
+	@echo "make tinygo  - install TinyGo 0.42.0 into build/tinygo (tools/tinygo/install.sh; Debian's LLVM 19)"
+	@echo "make wasm-tinygo - the Go examples built with TinyGo: $(WASM_DIR)/{count,flightdelays}-tinygo.wasm"
 	@echo "make test    - the full test suite (needs node/npm for AssemblyScript and wabt), then the"
 	@echo "               DynamoDB suites again against Amazon's DynamoDB Local (needs Java 11+)"
 	@echo "make test-dynamo - only the DynamoDB suites (at \$$PROJHOST_DYNAMODB_ENDPOINT, else dynalite)"

@@ -26,6 +26,10 @@ const (
 	// FlightDelaysGoLenient is flightdelays built with -tags lenient: it accepts delays and
 	// distances given as JSON strings ("17"), which the other builds fail on.
 	FlightDelaysGoLenient = "flightdelays-go-lenient"
+	// The Go examples built with TinyGo (make tinygo installs it into TinyGoDir; see
+	// TinyGoInstalled).
+	FlightDelaysTinyGo = "flightdelays-tinygo"
+	CountTinyGo        = "count-tinygo"
 
 	// Test modules assembled from internal/testwasm/wat/<name>.wat (node and the wabt npm
 	// package):
@@ -71,6 +75,18 @@ func RepoRoot(tb testing.TB) string {
 		tb.Fatalf("testwasm: cannot find the repository root: %s", rootErr)
 	}
 	return root
+}
+
+// TinyGoDir is where `make tinygo` (tools/tinygo/install.sh) installs TinyGo, relative to the
+// repository root.
+const TinyGoDir = "build/tinygo"
+
+// TinyGoInstalled reports whether TinyGo is installed in TinyGoDir, so that Path can build the
+// *TinyGo modules without installing it (which takes Debian packages and a minute or two).
+func TinyGoInstalled(tb testing.TB) bool {
+	tb.Helper()
+	_, err := os.Stat(filepath.Join(RepoRoot(tb), TinyGoDir, "bin", "tinygo"))
+	return err == nil
 }
 
 // Path runs `make -C <repo root> build/wasm/<name>.wasm` (a no-op when the module is up to

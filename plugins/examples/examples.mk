@@ -36,6 +36,34 @@ $(WASM_DIR)/flightdelays-go-lenient.wasm: $(GUEST_GO_SRC) $(filter-out %_test.go
 	GOOS=wasip1 GOARCH=wasm $(GO) build -tags lenient $(GO_WASM_FLAGS) -o $@.tmp ./plugins/examples/flightdelays/go
 	@mv $@.tmp $@
 
+# TinyGo builds of the Go examples: build/wasm/{flightdelays,count}-tinygo.wasm (issue 14). TinyGo
+# 0.42.0 is installed into $(TINYGO_DIR) by tools/tinygo/install.sh (`make tinygo`; Debian
+# packages and the Go module proxy, about a minute). Not part of `make wasm` yet.
+# -buildmode=c-shared makes a WASI reactor (exports _initialize, no _start); -scheduler=none
+# drops the asyncify pass (a handler has no goroutines that block); -no-debug drops DWARF.
+TINYGO_DIR := build/tinygo
+TINYGO := $(TINYGO_DIR)/bin/tinygo
+TINYGO_WASM_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none
+TINYGO_MODULES := $(foreach e,$(EXAMPLES),$(WASM_DIR)/$(e)-tinygo.wasm)
+
+.PHONY: tinygo wasm-tinygo
+tinygo:
+	tools/tinygo/install.sh $(TINYGO_DIR)
+
+$(TINYGO):
+	tools/tinygo/install.sh $(TINYGO_DIR)
+
+wasm-tinygo: $(TINYGO_MODULES)
+	@ls -l $(TINYGO_MODULES)
+
+define example_tinygo_rules
+$(WASM_DIR)/$(1)-tinygo.wasm: $(GUEST_GO_SRC) $(filter-out %_test.go,$(wildcard plugins/examples/$(1)/*.go plugins/examples/$(1)/go/*.go)) | $(TINYGO)
+	@mkdir -p $$(@D)
+	$(TINYGO) build $(TINYGO_WASM_FLAGS) -o $$@.tmp.wasm ./plugins/examples/$(1)/go
+	@mv $$@.tmp.wasm $$@
+endef
+$(foreach e,$(EXAMPLES),$(eval $(call example_tinygo_rules,$(e))))
+
 # Test-only module of wasmabi/as/json_test.go (not an ABI handler; not part of `make wasm`).
 $(WASM_DIR)/as-jsonprobe.wasm: $(GUEST_AS_SRC) wasmabi/as/testdata/jsonprobe.ts
 	@mkdir -p $(@D)

@@ -279,12 +279,54 @@ func TestModulesMatchNative(t *testing.T) {
 	}
 }
 
+// TestTinyGoModulesMatchGo: the examples built with TinyGo write the same documents, byte for
+// byte, as the standard Go builds and the native run. Skipped unless TinyGo is installed
+// (make tinygo).
+func TestTinyGoModulesMatchGo(t *testing.T) {
+	if !testwasm.TinyGoInstalled(t) {
+		t.Skipf("TinyGo is not installed in %s (make tinygo)", testwasm.TinyGoDir)
+	}
+	evs := flights(t, "flights-2k.json")
+	tests := []struct {
+		goModule, tinyModule string
+		h                    guest.Handler
+		colls                []string
+		batch                int
+	}{
+		{testwasm.FlightDelaysGo, testwasm.FlightDelaysTinyGo, flightdelays.Handler, []string{flightdelays.Airports, flightdelays.Routes}, 100},
+		{testwasm.FlightDelaysGo, testwasm.FlightDelaysTinyGo, flightdelays.Handler, []string{flightdelays.Airports, flightdelays.Routes}, 1},
+		{testwasm.FlightDelaysGo, testwasm.FlightDelaysTinyGo, flightdelays.Handler, []string{flightdelays.Airports, flightdelays.Routes}, 1000},
+		{testwasm.CountGo, testwasm.CountTinyGo, count.Handler, []string{count.Collection}, 250},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/batch=%d", tt.tinyModule, tt.batch), func(t *testing.T) {
+			want := nativeStore(t, tt.h, tt.colls, evs, tt.batch)
+			stores := map[string]map[string][]byte{}
+			for _, module := range []string{tt.goModule, tt.tinyModule} {
+				h := newMiniHost(t, module)
+				for _, b := range batches(t, evs, tt.batch) {
+					if msg := h.run(t, b); msg != "" {
+						t.Fatalf("%s: batch failed: %s", module, msg)
+					}
+				}
+				diffStores(t, module, h.store, want)
+				stores[module] = h.store
+			}
+			diffStores(t, tt.tinyModule+" against "+tt.goModule, stores[tt.tinyModule], stores[tt.goModule])
+		})
+	}
+}
+
 func TestModulesFailMalformedEvents(t *testing.T) {
 	good := []byte(`{"delay":1,"distance":2,"origin":"A","destination":"B"}`)
 	ev := func(seq, data string) wasmabi.Event {
 		return wasmabi.Event{Seq: []byte(seq), PartitionKey: []byte("A"), Data: []byte(data)}
 	}
-	for _, module := range []string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS} {
+	modules := []string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS}
+	if testwasm.TinyGoInstalled(t) {
+		modules = append(modules, testwasm.FlightDelaysTinyGo)
+	}
+	for _, module := range modules {
 		t.Run(module, func(t *testing.T) {
 			h := newMiniHost(t, module)
 			tests := []struct{ data, want string }{
