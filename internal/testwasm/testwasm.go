@@ -23,6 +23,9 @@ const (
 	FlightDelaysAS = "flightdelays-as"
 	CountGo        = "count-go"
 	CountAS        = "count-as"
+	// FlightDelaysASTuned is the hand-tuned AssemblyScript flightdelays the example replaced
+	// (internal/bench/tuned/flightdelays-as), kept for benchmarks: same documents.
+	FlightDelaysASTuned = "flightdelays-as-tuned"
 	// FlightDelaysGoLenient is flightdelays built with -tags lenient: it accepts delays and
 	// distances given as JSON strings ("17"), which the other builds fail on.
 	FlightDelaysGoLenient = "flightdelays-go-lenient"

@@ -1,13 +1,17 @@
-# Example WebAssembly handlers: build/wasm/{flightdelays,count}-{go,as}.wasm.
+# Example WebAssembly handlers: build/wasm/{flightdelays,count}-{go,as}.wasm, and the benchmark-only
+# tuned AssemblyScript flightdelays (internal/bench/tuned/flightdelays-as):
+# build/wasm/flightdelays-as-tuned.wasm.
 # Included by the top-level Makefile (which defines GO and WASM_DIR and the deps target).
 # Each module is rebuilt only when its sources, the guest SDKs or the toolchain pins change, and
 # is written through a temporary file so a concurrent reader never sees half a module.
 
 EXAMPLES := flightdelays count
-WASM_MODULES := $(foreach e,$(EXAMPLES),$(WASM_DIR)/$(e)-go.wasm $(WASM_DIR)/$(e)-as.wasm)
+WASM_MODULES := $(foreach e,$(EXAMPLES),$(WASM_DIR)/$(e)-go.wasm $(WASM_DIR)/$(e)-as.wasm) $(WASM_DIR)/flightdelays-as-tuned.wasm
 
 GUEST_GO_SRC := go.mod go.sum $(wildcard wasmabi/*.go) $(filter-out %_test.go,$(wildcard wasmabi/guest/*.go))
-GUEST_AS_SRC := $(wildcard wasmabi/as/*.ts) node_modules/.installed
+# The AssemblyScript library, sdk/as: the examples import it as the package @projhost/sdk, which
+# `npm ci` links into node_modules (the repository's package.json depends on it by path).
+GUEST_AS_SRC := $(wildcard sdk/as/*.ts) sdk/as/package.json node_modules/.installed
 GO_WASM_FLAGS := -buildmode=c-shared -trimpath -ldflags='-s -w'
 ASC := node_modules/.bin/asc
 ASC_FLAGS := --runtime incremental -O3
@@ -28,6 +32,12 @@ $(WASM_DIR)/$(1)-as.wasm: $(GUEST_AS_SRC) $(wildcard plugins/examples/$(1)/as/*.
 	@mv $$@.tmp.wasm $$@
 endef
 $(foreach e,$(EXAMPLES),$(eval $(call example_rules,$(e))))
+
+# Benchmark-only: flightdelays as it was tuned by hand before the library's State (issue 14).
+$(WASM_DIR)/flightdelays-as-tuned.wasm: $(GUEST_AS_SRC) $(wildcard internal/bench/tuned/flightdelays-as/*.ts)
+	@mkdir -p $(@D)
+	$(ASC) internal/bench/tuned/flightdelays-as/index.ts -o $@.tmp.wasm $(ASC_FLAGS)
+	@mv $@.tmp.wasm $@
 
 # The lenient flightdelays build (quoted numbers accepted): the "fixed handler" of the dead-letter
 # replay tests. Not part of `make wasm`.
@@ -64,8 +74,14 @@ $(WASM_DIR)/$(1)-tinygo.wasm: $(GUEST_GO_SRC) $(filter-out %_test.go,$(wildcard 
 endef
 $(foreach e,$(EXAMPLES),$(eval $(call example_tinygo_rules,$(e))))
 
-# Test-only module of wasmabi/as/json_test.go (not an ABI handler; not part of `make wasm`).
-$(WASM_DIR)/as-jsonprobe.wasm: $(GUEST_AS_SRC) wasmabi/as/testdata/jsonprobe.ts
+# Test-only module of sdk/as/json_test.go (not an ABI handler; not part of `make wasm`).
+$(WASM_DIR)/as-jsonprobe.wasm: $(GUEST_AS_SRC) sdk/as/testdata/jsonprobe.ts
 	@mkdir -p $(@D)
-	$(ASC) wasmabi/as/testdata/jsonprobe.ts -o $@.tmp.wasm $(ASC_FLAGS)
+	$(ASC) sdk/as/testdata/jsonprobe.ts -o $@.tmp.wasm $(ASC_FLAGS)
+	@mv $@.tmp.wasm $@
+
+# Test-only handler of sdk/as/state_test.go (not part of `make wasm`).
+$(WASM_DIR)/as-stateprobe.wasm: $(GUEST_AS_SRC) sdk/as/testdata/stateprobe.ts
+	@mkdir -p $(@D)
+	$(ASC) sdk/as/testdata/stateprobe.ts -o $@.tmp.wasm $(ASC_FLAGS)
 	@mv $@.tmp.wasm $@

@@ -262,6 +262,8 @@ func TestModulesMatchNative(t *testing.T) {
 		{testwasm.FlightDelaysGo, flightdelays.Handler, []string{flightdelays.Airports, flightdelays.Routes}, 100},
 		{testwasm.FlightDelaysAS, flightdelays.Handler, []string{flightdelays.Airports, flightdelays.Routes}, 100},
 		{testwasm.FlightDelaysAS, flightdelays.Handler, []string{flightdelays.Airports, flightdelays.Routes}, 1},
+		{testwasm.FlightDelaysAS, flightdelays.Handler, []string{flightdelays.Airports, flightdelays.Routes}, 1000},
+		{testwasm.FlightDelaysASTuned, flightdelays.Handler, []string{flightdelays.Airports, flightdelays.Routes}, 100},
 		{testwasm.CountGo, count.Handler, []string{count.Collection}, 250},
 		{testwasm.CountAS, count.Handler, []string{count.Collection}, 250},
 	}
@@ -386,7 +388,7 @@ func TestReadBufferGrowsForLargeDocuments(t *testing.T) {
 func BenchmarkModules(b *testing.B) {
 	evs := flights(b, "flights-20k.json")
 	bs := batches(b, evs, 100)
-	for _, module := range []string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS, testwasm.CountGo, testwasm.CountAS} {
+	for _, module := range []string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS, testwasm.FlightDelaysASTuned, testwasm.CountGo, testwasm.CountAS} {
 		b.Run(module, func(b *testing.B) {
 			h := newMiniHost(b, module)
 			b.ResetTimer()

@@ -1,73 +1,11 @@
-// projhost guest library for AssemblyScript 0.28 (ABI v1, see wasmabi/ABI.md).
-//
-// A handler is an entry file that re-exports the ABI functions and registers one function:
-//
-//   import { Batch, handle, JsonWriter } from "<path>/wasmabi/as/index";
-//   export { projhost_abi_v1, projhost_alloc, projhost_handle } from "<path>/wasmabi/as/index";
-//
-//   function onBatch(b: Batch): string | null {
-//     while (b.next()) {
-//       const ev = b.event;
-//       const j = ev.json();
-//       const amount = j.getInt("amount");
-//       if (!j.found) return "event seq " + ev.seq() + ": no integer amount";
-//       ...
-//       b.put("totals", ev.partitionKey(), doc);
-//     }
-//     return null; // or an error message: fails the batch
-//   }
-//   handle(onBatch);
-//
-//   asc handler.ts -o handler.wasm --runtime incremental -O3
-//
-// Semantics match the Go SDK (wasmabi/guest): put/delete go into a per-batch cache keyed by
-// collection/key and only the final value of each key is emitted, in first-write order; read
-// consults that cache first (read-your-writes, ABI.md §5) and asks the host once per key and batch.
-// A handler returning a message fails the batch through the host's fail import; the host keeps the
-// instance. A trap or abort (e.g. an assertion) poisons the instance.
-//
-// Strings: collection names and keys are AssemblyScript strings, sent to the host as UTF-8 (unpaired
-// surrogates become U+FFFD). Documents are ArrayBuffers holding one JSON object.
-
-// ---- host imports (ABI.md §1) ----
-
-// @ts-ignore: decorator
-@external("projhost", "log")
-declare function host_log(level: i32, ptr: usize, len: i32): void;
-
-// @ts-ignore: decorator
-@external("projhost", "fail")
-declare function host_fail(ptr: usize, len: i32): void;
-
-// @ts-ignore: decorator
-@external("projhost", "read")
-declare function host_read(collPtr: usize, collLen: i32, keyPtr: usize, keyLen: i32, bufPtr: usize, bufCap: i32): i32;
-
-// ---- limits (ABI.md §2, §4) ----
-
-const ABI_VERSION: u32 = 1;
-const MAX_SEQ_LEN: i32 = 129; // the Kinesis pattern 0|([1-9]\d{0,128})
-const MAX_SHARD_ID_LEN: i32 = 256;
-// In bytes: 256 Unicode characters (the Kinesis limit) of up to 4 UTF-8 bytes each.
-const MAX_PARTITION_KEY_LEN: i32 = 1024;
-const MAX_DATA_LEN: u32 = 1 << 20;
-const MAX_COLLECTION_LEN: i32 = 255;
-const MAX_DOC_KEY_LEN: i32 = 1024;
-const MAX_DOC_LEN: i32 = 256 << 10;
-const MAX_MESSAGE_LEN: i32 = 4096;
-const OP_PUT: u8 = 1;
-const OP_DELETE: u8 = 2;
-
-/** Log levels of Batch.log (ABI.md §1). */
-export const LEVEL_DEBUG: i32 = 0;
-export const LEVEL_INFO: i32 = 1;
-export const LEVEL_WARN: i32 = 2;
-export const LEVEL_ERROR: i32 = 3;
+// JSON, UTF-8 and byte-string building blocks of the projhost AssemblyScript library: the
+// readers and the writer match the Go SDK's rules byte for byte (see README.md). Imported through
+// index.ts; the exported helpers without a doc comment are for index.ts only.
 
 // ---- UTF-8 helpers ----
 
-/** Growable scratch memory for UTF-8 encodings; never shrinks. */
-class Scratch {
+/** Growable scratch memory; never shrinks. */
+export class Scratch {
   buf: ArrayBuffer = new ArrayBuffer(256);
   ptr(min: i32): usize {
     if (this.buf.byteLength < min) this.buf = new ArrayBuffer(max(min, this.buf.byteLength << 1));
@@ -75,15 +13,22 @@ class Scratch {
   }
 }
 
-const keyScratch = new Scratch();
-const collScratch = new Scratch();
-const msgScratch = new Scratch();
+const nameScratch = new Scratch();
 const unescScratch = new Scratch();
 
 /** Writes s as UTF-8 (unpaired surrogates -> U+FFFD) into sc and returns the byte length. */
-function utf8Into(sc: Scratch, s: string): i32 {
-  const p = sc.ptr(s.length * 3);
-  return <i32>String.UTF8.encodeUnsafe(changetype<usize>(s), s.length, p, false, String.UTF8.ErrorMode.REPLACE);
+export function utf8Into(sc: Scratch, s: string): i32 {
+  const n = s.length;
+  const p = sc.ptr(n * 3);
+  return utf8At(p, s, n);
+}
+
+/** Writes the n units of s as UTF-8 at p (room for 3n bytes) and returns the byte length. */
+function utf8At(p: usize, s: string, n: i32): i32 {
+  if (!isAscii(s)) return <i32>String.UTF8.encodeUnsafe(changetype<usize>(s), n, p, false, String.UTF8.ErrorMode.REPLACE);
+  const sp = changetype<usize>(s);
+  for (let i = 0; i < n; i++) store<u8>(p + <usize>i, load<u16>(sp + (<usize>i << 1)));
+  return n;
 }
 
 /** Decodes one UTF-8 sequence at p (< end) like Go's utf8.DecodeRune: returns (rune << 3) | size, rune 0xFFFD size 1 when invalid. */
@@ -118,7 +63,7 @@ function decodeRune(p: usize, end: usize): u32 {
   return (0xFFFD << 3) | 1;
 }
 
-function validUTF8(p: usize, end: usize): bool {
+export function validUTF8(p: usize, end: usize): bool {
   while (p < end) {
     if (load<u8>(p) < 0x80) { p++; continue; }
     const r = decodeRune(p, end);
@@ -141,447 +86,212 @@ function putRune(q: usize, r: u32): usize {
   return q + 4;
 }
 
-// ---- events and batches ----
+// ---- byte strings ----
 
-/** One stream record. Pointers point into the batch buffer, valid during the handler call only. */
-export class Event {
-  seqPtr: usize = 0;
-  seqLen: i32 = 0;
-  keyPtr: usize = 0;
-  keyLen: i32 = 0;
-  /** Approximate arrival time, ms since the Unix epoch (0 = unknown). */
-  arrivalMs: i64 = 0;
-  dataPtr: usize = 0;
-  dataLen: i32 = 0;
-  private reader: JsonReader = new JsonReader();
-
-  /** The decimal sequence number. */
-  seq(): string { return String.UTF8.decodeUnsafe(this.seqPtr, this.seqLen); }
-  /** The partition key. */
-  partitionKey(): string { return String.UTF8.decodeUnsafe(this.keyPtr, this.keyLen); }
-  /** A copy of the data bytes. */
-  data(): ArrayBuffer {
-    const b = new ArrayBuffer(this.dataLen);
-    memory.copy(changetype<usize>(b), this.dataPtr, this.dataLen);
-    return b;
-  }
-  /** A JSON field reader over the data (one reader per event object, reused by every call). */
-  json(): JsonReader { return this.reader.reset(this.dataPtr, this.dataLen); }
-}
-
-function validCollection(c: string): bool {
-  const n = c.length;
-  if (n == 0 || n > MAX_COLLECTION_LEN) return false;
-  for (let i = 0; i < n; i++) {
-    const x = c.charCodeAt(i);
-    if (!((x >= 0x61 && x <= 0x7A) || (x >= 0x41 && x <= 0x5A) || (x >= 0x30 && x <= 0x39) || x == 0x5F || x == 0x2E || x == 0x2D)) return false;
-  }
-  return true;
-}
-
-/** A handler: returns null on success, or a message that fails the batch. */
-export type Handler = (b: Batch) => string | null;
-
-/** One call's worth of events and the handler's view of the read model. */
-export class Batch {
-  /** The current event (after next() returned true); reused by every next(). */
-  readonly event: Event = new Event();
-  private ptr: usize = 0;
-  private end: usize = 0;
-  private left: u32 = 0;
-  private count: u32 = 0;
-  private shardPtr: usize = 0;
-  private shardLen: i32 = 0;
-  decodeError: string | null = null;
-  usageError: string | null = null;
-  // The per-batch cache. Collections: few per handler, so a linear scan (pointer equality first:
-  // names are usually the same string constant) beats hashing; each is validated once per batch.
-  // Entries are keyed by (collection index u32, key UTF-8 bytes) in one BytesIndex, whose dense
-  // indexes are first-touch order, the output order. Documents live in one arena reset per
-  // batch: the cache allocates nothing per key once warmed up.
-  private collNames: Array<string> = [];
-  private collBytes: Array<ArrayBuffer> = [];
-  keys: BytesIndex = new BytesIndex();
-  docOff: Array<i32> = []; // -1: absent or deleted
-  docLen: Array<i32> = [];
-  dirty: Array<bool> = [];
-  docs: ArrayBuffer = new ArrayBuffer(4096);
-  docsLen: i32 = 0;
-  private ckey: ArrayBuffer = new ArrayBuffer(64); // composite key scratch
-  private readBuf: ArrayBuffer = new ArrayBuffer(4096);
-  /** After readRaw() returned true: the document's bytes, valid until the next put/delete/read. */
-  docPtr: usize = 0;
-  docSize: i32 = 0;
-
-  /** The shard all events of the batch came from. */
-  shardId(): string { return String.UTF8.decodeUnsafe(this.shardPtr, this.shardLen); }
-
-  /** The number of events in the batch. */
-  get length(): i32 { return <i32>this.count; }
-
-  /** Advances to the next event; false at the end or on a malformed batch (which then fails). */
-  next(): bool {
-    if (this.left == 0 || this.decodeError !== null) {
-      if (this.left == 0 && this.ptr != this.end && this.decodeError === null) {
-        this.decodeError = "trailing bytes after the last event";
-      }
-      return false;
-    }
-    const ev = this.event;
-    let p = this.ptr;
-    const end = this.end;
-    if (end - p < 2) return this.bad("sequence number");
-    ev.seqLen = <i32>load<u16>(p);
-    ev.seqPtr = p + 2;
-    p += 2 + <usize>ev.seqLen;
-    if (ev.seqLen == 0 || ev.seqLen > MAX_SEQ_LEN || p > end) return this.bad("sequence number");
-    if (end - p < 2) return this.bad("partition key");
-    ev.keyLen = <i32>load<u16>(p);
-    ev.keyPtr = p + 2;
-    p += 2 + <usize>ev.keyLen;
-    if (ev.keyLen > MAX_PARTITION_KEY_LEN || p > end) return this.bad("partition key");
-    if (end - p < 12) return this.bad("arrival time");
-    ev.arrivalMs = load<i64>(p);
-    const dl = load<u32>(p, 8);
-    p += 12;
-    if (dl > MAX_DATA_LEN || <usize>dl > end - p) return this.bad("data");
-    ev.dataPtr = p;
-    ev.dataLen = <i32>dl;
-    this.ptr = p + dl;
-    this.left--;
-    return true;
-  }
-
-  private bad(field: string): bool {
-    this.decodeError = "event " + (this.count - this.left).toString() + ": " + field + " truncated or too long";
-    return false;
-  }
-
-  /** Writes msg to the host log at level (LEVEL_*; the host truncates it to 4096 bytes). */
-  log(level: i32, msg: string): void {
-    const n = utf8Into(msgScratch, msg);
-    host_log(level, changetype<usize>(msgScratch.buf), min(n, MAX_MESSAGE_LEN));
-  }
-
-  /**
-   * Sets collection/key to doc, one JSON object of at most 256 KiB (copied: the caller may reuse
-   * doc). Collection names are 1..255 bytes of [A-Za-z0-9_.-]; keys 1..1024 UTF-8 bytes without
-   * NUL. Misuse fails the batch when the handler returns.
-   */
-  put(collection: string, key: string, doc: ArrayBuffer): void {
-    const kl = utf8Into(keyScratch, key);
-    this.putRaw(collection, changetype<usize>(keyScratch.buf), kl, changetype<usize>(doc), doc.byteLength);
-  }
-
-  /** put with the key as UTF-8 bytes kp..kp+kl and the document as bytes dp..dp+dl (both copied). */
-  putRaw(collection: string, kp: usize, kl: i32, dp: usize, dl: i32): void {
-    const e = this.entry(collection, kp, kl);
-    if (e < 0) return;
-    if (dl > MAX_DOC_LEN) {
-      this.misuse("put " + collection + "/" + String.UTF8.decodeUnsafe(kp, kl) + ": document of " + dl.toString() + " bytes exceeds " + MAX_DOC_LEN.toString());
-      return;
-    }
-    if (dl < 2 || load<u8>(dp) != 0x7B || load<u8>(dp + dl - 1) != 0x7D) {
-      this.misuse("put " + collection + "/" + String.UTF8.decodeUnsafe(kp, kl) + ": document is not a JSON object (want {...})");
-      return;
-    }
-    this.setDoc(e, dp, dl);
-    unchecked(this.dirty[e] = true);
-  }
-
-  /** put of the object w holds (after its last field; w stays usable, see JsonWriter.end). */
-  putWriter(collection: string, kp: usize, kl: i32, w: JsonWriter): void {
-    const p = w.end();
-    this.putRaw(collection, kp, kl, p, w.byteLength);
-  }
-
-  /** Deletes collection/key. */
-  delete(collection: string, key: string): void {
-    const kl = utf8Into(keyScratch, key);
-    this.deleteRaw(collection, changetype<usize>(keyScratch.buf), kl);
-  }
-
-  /** delete with the key as UTF-8 bytes kp..kp+kl. */
-  deleteRaw(collection: string, kp: usize, kl: i32): void {
-    const e = this.entry(collection, kp, kl);
-    if (e < 0) return;
-    unchecked(this.docOff[e] = -1);
-    unchecked(this.docLen[e] = 0);
-    unchecked(this.dirty[e] = true);
-  }
-
-  /**
-   * Returns the current document of collection/key, or null when there is none: this batch's own
-   * latest put or delete of it if any, otherwise the host's read model (asked once per key and
-   * batch). The result is a new copy: readRaw avoids the allocation.
-   */
-  read(collection: string, key: string): ArrayBuffer | null {
-    const kl = utf8Into(keyScratch, key);
-    if (!this.readRaw(collection, changetype<usize>(keyScratch.buf), kl)) return null;
-    const d = new ArrayBuffer(this.docSize);
-    memory.copy(changetype<usize>(d), this.docPtr, this.docSize);
-    return d;
-  }
-
-  /**
-   * read with the key as UTF-8 bytes kp..kp+kl, without allocating: returns whether there is a
-   * document, whose bytes are then at docPtr..docPtr+docSize until the next put, delete or read.
-   */
-  readRaw(collection: string, kp: usize, kl: i32): bool {
-    const known = this.keys.size;
-    const e = this.entry(collection, kp, kl);
-    if (e < 0) return false;
-    if (e == known) { // new entry: ask the host
-      const ci = this.collIndex;
-      const cb = unchecked(this.collBytes[ci]);
-      const cp = changetype<usize>(cb), cl = cb.byteLength;
-      const kpp = this.keys.keyPtr(e) + 4; // the key bytes, stable until the next entry
-      let n = host_read(cp, cl, kpp, kl, changetype<usize>(this.readBuf), this.readBuf.byteLength);
-      if (n > this.readBuf.byteLength) {
-        this.readBuf = new ArrayBuffer(n);
-        n = host_read(cp, cl, kpp, kl, changetype<usize>(this.readBuf), this.readBuf.byteLength);
-      }
-      if (n < -1 || n > this.readBuf.byteLength) {
-        this.misuse("read " + collection + "/" + String.UTF8.decodeUnsafe(kp, kl) + ": host returned invalid length " + n.toString());
-      } else if (n >= 0) {
-        this.setDoc(e, changetype<usize>(this.readBuf), n);
-      }
-    }
-    const off = unchecked(this.docOff[e]);
-    if (off < 0) return false;
-    this.docPtr = changetype<usize>(this.docs) + <usize>off;
-    this.docSize = unchecked(this.docLen[e]);
-    return true;
-  }
-
-  private setDoc(e: i32, p: usize, n: i32): void {
-    const need = this.docsLen + n;
-    if (need > this.docs.byteLength) {
-      const nb = new ArrayBuffer(max(need, this.docs.byteLength << 1));
-      memory.copy(changetype<usize>(nb), changetype<usize>(this.docs), <usize>this.docsLen);
-      this.docs = nb;
-    }
-    memory.copy(changetype<usize>(this.docs) + <usize>this.docsLen, p, n);
-    unchecked(this.docOff[e] = this.docsLen);
-    unchecked(this.docLen[e] = n);
-    this.docsLen = need;
-  }
-
-  private collIndex: i32 = 0;
-
-  /** The entry of collection/key (created absent and clean), or -1 after reporting misuse. Sets collIndex. */
-  private entry(collection: string, kp: usize, kl: i32): i32 {
-    const names = this.collNames;
-    const nc = names.length;
-    let ci = -1;
-    for (let i = 0; i < nc; i++) {
-      const c = unchecked(names[i]);
-      if (changetype<usize>(c) == changetype<usize>(collection) || c == collection) { ci = i; break; }
-    }
-    if (ci < 0) {
-      if (!validCollection(collection)) {
-        this.misuse("invalid collection name \"" + collection + "\": want 1..255 bytes of [A-Za-z0-9_.-]");
-        return -1;
-      }
-      ci = nc;
-      names.push(collection);
-      this.collBytes.push(String.UTF8.encode(collection));
-    }
-    this.collIndex = ci;
-    let ok = kl > 0 && kl <= MAX_DOC_KEY_LEN;
-    for (let i = 0; ok && i < kl; i++) ok = load<u8>(kp + <usize>i) != 0;
-    if (!ok) {
-      this.misuse("collection " + collection + ": invalid key \"" + String.UTF8.decodeUnsafe(kp, kl) + "\": want 1..1024 bytes without NUL");
-      return -1;
-    }
-    if (this.ckey.byteLength < kl + 4) this.ckey = new ArrayBuffer(max(kl + 4, this.ckey.byteLength << 1));
-    const ck = changetype<usize>(this.ckey);
-    store<u32>(ck, <u32>ci);
-    memory.copy(ck + 4, kp, kl);
-    let e = this.keys.find(ck, kl + 4);
-    if (e < 0) {
-      e = this.keys.add(ck, kl + 4);
-      this.docOff.push(-1);
-      this.docLen.push(0);
-      this.dirty.push(false);
-    }
-    return e;
-  }
-
-  /** The collection name of entry e. */
-  collectionOf(e: i32): ArrayBuffer { return unchecked(this.collBytes[<i32>load<u32>(this.keys.keyPtr(e))]); }
-
-  private misuse(msg: string): void {
-    if (this.usageError === null) this.usageError = msg;
-  }
-
-  /** Prepares for a new batch at ptr..ptr+len; returns an error message or null. */
-  begin(ptr: usize, len: i32): string | null {
-    this.collNames.length = 0;
-    this.collBytes.length = 0;
-    this.keys.reset();
-    this.docOff.length = 0;
-    this.docLen.length = 0;
-    this.dirty.length = 0;
-    this.docsLen = 0;
-    this.decodeError = null;
-    this.usageError = null;
-    this.left = 0;
-    this.count = 0;
-    this.ptr = ptr;
-    this.end = ptr + <usize>len;
-    if (len < 14) return "batch of " + len.toString() + " bytes is shorter than its 14-byte header";
-    const v = load<u32>(ptr);
-    if (v != ABI_VERSION) return "batch ABI version " + v.toString() + ", want 1";
-    this.count = load<u32>(ptr, 8);
-    this.shardLen = <i32>load<u16>(ptr, 12);
-    if (this.shardLen > MAX_SHARD_ID_LEN || 14 + this.shardLen > len) return "shard id length out of range";
-    this.shardPtr = ptr + 14;
-    this.ptr = ptr + 14 + <usize>this.shardLen;
-    this.left = this.count;
-    return null;
-  }
-}
-
-// ---- output (ABI.md §4) ----
-
-class Output {
-  buf: ArrayBuffer = new ArrayBuffer(4096);
+/**
+ * A read-only view of UTF-8 bytes: a string field of an event or document (JsonReader.getText),
+ * the partition key (Event.key), or a Key being built. Views the library hands out are reused:
+ * they are valid until their reader moves on (the next event, the next reset of the reader).
+ * Keys of State, Batch.read, put and delete take a Bytes as well as a string, without creating
+ * a string.
+ */
+export class Bytes {
+  /** Where the bytes are in linear memory (for libraries; handlers need not touch it). */
+  ptr: usize = 0;
+  /** The number of bytes (for libraries: see length). */
   len: i32 = 0;
 
-  reserve(n: i32): usize {
+  /** The length in bytes. */
+  get length(): i32 { return this.len; }
+
+  /** Byte i (0 <= i < length; out of range aborts). */
+  at(i: i32): u8 {
+    if (<u32>i >= <u32>this.len) throw new RangeError("Bytes.at: index out of range");
+    return load<u8>(this.ptr + <usize>i);
+  }
+
+  /** Whether the bytes equal v: a string (compared as UTF-8), a Bytes or an ArrayBuffer. */
+  equals<T>(v: T): bool {
+    if (isString<T>()) {
+      const s = changetype<string>(v);
+      if (isAscii(s)) return asciiEqual(this.ptr, this.len, s);
+      const n = utf8Into(nameScratch, s);
+      return n == this.len && memory.compare(changetype<usize>(nameScratch.buf), this.ptr, n) == 0;
+    } else if (v instanceof Bytes) {
+      const b = changetype<Bytes>(v);
+      return b.len == this.len && memory.compare(b.ptr, this.ptr, this.len) == 0;
+    } else if (v instanceof ArrayBuffer) {
+      const b = changetype<ArrayBuffer>(v);
+      return b.byteLength == this.len && memory.compare(changetype<usize>(b), this.ptr, this.len) == 0;
+    } else {
+      ERROR("Bytes.equals: want a string, Bytes or ArrayBuffer");
+      return false;
+    }
+  }
+
+  /** The bytes decoded as a new string (invalid UTF-8 -> U+FFFD). Allocates. */
+  toString(): string { return String.UTF8.decodeUnsafe(this.ptr, this.len); }
+
+  /** A copy of the bytes. Allocates. */
+  toArrayBuffer(): ArrayBuffer {
+    const b = new ArrayBuffer(this.len);
+    memory.copy(changetype<usize>(b), this.ptr, this.len);
+    return b;
+  }
+}
+
+/**
+ * A reusable byte string for building keys, e.g. a composite key origin-destination:
+ *
+ *   const routeKey = new Key();
+ *   routes.get(routeKey.set(origin).append("-").append(dest));
+ *
+ * set and append take a string (appended as UTF-8), a Bytes (another Key too), an ArrayBuffer or
+ * an integer (appended in decimal). Its memory grows as needed and is kept: building a key
+ * allocates nothing once it has grown.
+ */
+export class Key extends Bytes {
+  private buf: ArrayBuffer = new ArrayBuffer(64);
+
+  constructor() {
+    super();
+    this.ptr = changetype<usize>(this.buf);
+  }
+
+  /** Empties the key. */
+  clear(): Key {
+    this.len = 0;
+    return this;
+  }
+
+  /** Replaces the key by v (see append). */
+  set<T>(v: T): Key {
+    if (changetype<usize>(v) == changetype<usize>(this)) return this;
+    this.len = 0;
+    return this.append<T>(v);
+  }
+
+  /** Appends v: a string (as UTF-8; unpaired surrogates -> U+FFFD), a Bytes, an ArrayBuffer or an integer (decimal). */
+  append<T>(v: T): Key {
+    if (isString<T>()) {
+      const s = changetype<string>(v);
+      const n = s.length;
+      this.len += utf8At(this.reserve(n * 3), s, n);
+    } else if (isInteger<T>()) {
+      const p = this.reserve(20);
+      this.len += writeInt(p, <i64>v);
+    } else if (v instanceof Bytes) {
+      const b = changetype<Bytes>(v);
+      const n = b.len;
+      const p = this.reserve(n); // b may be this: read its bytes after the buffer grew
+      memory.copy(p, b.ptr, n);
+      this.len += n;
+    } else if (v instanceof ArrayBuffer) {
+      const b = changetype<ArrayBuffer>(v);
+      const n = b.byteLength;
+      memory.copy(this.reserve(n), changetype<usize>(b), n);
+      this.len += n;
+    } else {
+      ERROR("Key.append: want a string, Bytes, ArrayBuffer or integer");
+    }
+    return this;
+  }
+
+  private reserve(n: i32): usize {
     const need = this.len + n;
     if (need > this.buf.byteLength) {
       const nb = new ArrayBuffer(max(need, this.buf.byteLength << 1));
       memory.copy(changetype<usize>(nb), changetype<usize>(this.buf), this.len);
       this.buf = nb;
+      this.ptr = changetype<usize>(nb);
     }
-    return changetype<usize>(this.buf) + <usize>this.len;
-  }
-
-  write(batch: Batch): void {
-    this.len = 0;
-    let p = this.reserve(8);
-    store<u32>(p, ABI_VERSION);
-    this.len = 8;
-    let count: u32 = 0;
-    const keys = batch.keys;
-    for (let e = 0, n = keys.size; e < n; e++) {
-      if (!unchecked(batch.dirty[e])) continue;
-      const off = unchecked(batch.docOff[e]);
-      const dl = off < 0 ? 0 : unchecked(batch.docLen[e]);
-      const coll = batch.collectionOf(e);
-      const cl = coll.byteLength;
-      const kl = keys.keyLen(e) - 4;
-      p = this.reserve(1 + 2 + cl + 2 + kl + 4 + dl);
-      store<u8>(p, off < 0 ? OP_DELETE : OP_PUT);
-      store<u16>(p + 1, <u16>cl);
-      memory.copy(p + 3, changetype<usize>(coll), cl);
-      let q = p + 3 + <usize>cl;
-      store<u16>(q, <u16>kl);
-      memory.copy(q + 2, keys.keyPtr(e) + 4, kl);
-      q += 2 + <usize>kl;
-      store<u32>(q, <u32>dl);
-      q += 4;
-      if (off >= 0) {
-        memory.copy(q, changetype<usize>(batch.docs) + <usize>off, dl);
-        q += dl;
-      }
-      this.len += <i32>(q - p);
-      count++;
-    }
-    store<u32>(changetype<usize>(this.buf), count, 4);
-    if (count == 0) this.len = 0;
+    return this.ptr + <usize>this.len;
   }
 }
 
-// ---- ABI exports ----
-
-let handler: Handler | null = null;
-let input: ArrayBuffer = new ArrayBuffer(0);
-const batch = new Batch();
-const output = new Output();
-
-/** Registers h as the instance's handler (call it once, at the top level of the entry file). */
-export function handle(h: Handler): void {
-  handler = h;
+/** Writes v in decimal at p (room for 20 bytes) and returns the number of bytes. */
+function writeInt(p: usize, v: i64): i32 {
+  let u: u64 = v < 0 ? <u64>(-v) : <u64>v; // -MIN wraps to 2^63, right as u64
+  let sign = 0;
+  if (v < 0) { store<u8>(p++, 0x2D); sign = 1; }
+  let nd = 1;
+  let t = u;
+  while (t >= 10) { t /= 10; nd++; }
+  let q = p + <usize>nd;
+  do {
+    store<u8>(--q, <u32>(u % 10) + 0x30);
+    u /= 10;
+  } while (u != 0);
+  return nd + sign;
 }
 
-function fail(msg: string): void {
-  const n = utf8Into(msgScratch, msg);
-  host_fail(changetype<usize>(msgScratch.buf), min(n, MAX_MESSAGE_LEN));
+/** Whether every UTF-16 unit of s is below 0x80 (four at a time). */
+function isAscii(s: string): bool {
+  const p = changetype<usize>(s);
+  const n = <usize>s.length << 1;
+  let i: usize = 0;
+  for (; i + 8 <= n; i += 8) if (load<u64>(p + i) & 0xFF80FF80FF80FF80) return false;
+  for (; i < n; i += 2) if (load<u16>(p + i) >= 0x80) return false;
+  return true;
 }
 
-/** ABI v1 marker (ABI.md §1); the host never calls it. */
-export function projhost_abi_v1(): void {}
-
-/** Returns a buffer of at least size bytes, valid until the next call into the guest. */
-export function projhost_alloc(size: i32): usize {
-  if (size < 0) return 0;
-  if (input.byteLength < size || input.byteLength == 0) input = new ArrayBuffer(max(size, 1));
-  return changetype<usize>(input);
-}
-
-/** Handles the batch at ptr..ptr+len (inside the projhost_alloc buffer); returns (out_ptr << 32) | out_len. */
-export function projhost_handle(ptr: usize, len: i32): i64 {
-  const base = changetype<usize>(input);
-  if (len < 0 || ptr < base || ptr - base + <usize>len > <usize>input.byteLength) {
-    fail("guest: batch is not inside the buffer projhost_alloc returned");
-    return 0;
+/** Whether the n bytes at p equal the ASCII string s. */
+function asciiEqual(p: usize, n: i32, s: string): bool {
+  if (s.length != n) return false;
+  const sp = changetype<usize>(s);
+  for (let i = 0; i < n; i++) {
+    if (<u32>load<u8>(p + <usize>i) != <u32>load<u16>(sp + (<usize>i << 1))) return false;
   }
-  const err = batch.begin(ptr, len);
-  if (err !== null) {
-    fail("guest: cannot decode batch: " + err);
-    return 0;
-  }
-  const h = handler;
-  if (h === null) {
-    fail("guest: no handler registered: call handle() at the top level of the entry file");
-    return 0;
-  }
-  const msg = h(batch);
-  if (msg !== null) {
-    fail(msg);
-    return 0;
-  }
-  if (batch.decodeError !== null) {
-    fail("guest: cannot decode batch: " + batch.decodeError!);
-    return 0;
-  }
-  if (batch.usageError !== null) {
-    fail("guest: " + batch.usageError!);
-    return 0;
-  }
-  output.write(batch);
-  if (output.len == 0) return 0;
-  return (<i64>changetype<usize>(output.buf) << 32) | <i64>output.len;
+  return true;
 }
 
 // ---- JSON reader ----
 
 const MAX_JSON_DEPTH: i32 = 10000;
+const EMPTY_BYTES = new Bytes();
 
 /**
- * Reads top-level fields of one JSON object in memory (event data or a stored document) without
- * allocating, except for returned strings. Same rules as the Go SDK's JSONInt/JSONString: every
- * call scans from the start, syntax-checks the values it skips and stops at the field; the first
- * of duplicate keys wins; keys match after unescaping. After each get*, `found` tells whether
- * the field existed with the requested type.
+ * Reads top-level fields of one JSON object in memory (event data or a stored document) by name.
+ * Same rules as the Go SDK's JSONInt/JSONString: the first of duplicate keys wins, keys match
+ * after unescaping, a field is found only if it and every member before it are well-formed (the
+ * values before it are syntax-checked), at most 10000 nesting levels. The object is scanned once,
+ * lazily: each get* looks among the members scanned so far, then scans on until it finds its
+ * field, so reading several fields costs one pass.
+ *
+ * After each get*, `found` tells whether that field existed with the requested type; `ok` stays
+ * true while every get* since the reader was pointed at the object found its field. Nothing is
+ * allocated except the strings getString/getRaw/getFloat create; getText returns a view.
  */
 export class JsonReader {
   ptr: usize = 0;
   len: i32 = 0;
   /** Whether the last get* found its field with the requested type. */
   found: bool = false;
-  private vs: usize = 0; // last value start
-  private ve: usize = 0; // last value end
-  private plain: bool = false; // last string value needs no unescaping
+  /** Whether every get* since reset/of found its field with the requested type. */
+  ok: bool = true;
+  // Members scanned so far: key and value ranges (keys without their quotes), and flags
+  // (1: the key needs no unescaping, 2: the string value needs none).
+  private n: i32 = 0;
+  private ks: StaticArray<usize> = new StaticArray<usize>(8);
+  private ke: StaticArray<usize> = new StaticArray<usize>(8);
+  private vs: StaticArray<usize> = new StaticArray<usize>(8);
+  private ve: StaticArray<usize> = new StaticArray<usize>(8);
+  private fl: StaticArray<u8> = new StaticArray<u8>(8);
+  private texts: Array<Bytes> = []; // getText views, one per member
+  private next: usize = 0; // the next member to scan; 0: none (end of the object or malformed)
+  private arena: ArrayBuffer = new ArrayBuffer(0); // unescaped getText values of this object
+  private arenaLen: i32 = 0;
+  private m: i32 = -1; // the member the last get* found
 
-  /** Points the reader at ptr..ptr+len. */
+  /** Points the reader at the object ptr..ptr+len. */
   reset(ptr: usize, len: i32): JsonReader {
     this.ptr = ptr;
     this.len = len;
     this.found = false;
+    this.ok = true;
+    this.n = 0;
+    this.arenaLen = 0;
+    this.next = firstMember(ptr, ptr + <usize>len);
     return this;
   }
 
@@ -589,84 +299,180 @@ export class JsonReader {
   of(doc: ArrayBuffer): JsonReader { return this.reset(changetype<usize>(doc), doc.byteLength); }
 
   /** Whether the field exists (any type). */
-  has(key: string): bool { return this.field(key); }
+  has(key: string): bool {
+    const f = this.field(key) >= 0;
+    this.found = f;
+    return f;
+  }
 
   /** The field as an integer literal (no fraction or exponent) fitting an i64; dflt if not. */
   getInt(key: string, dflt: i64 = 0): i64 {
-    if (!this.field(key)) return dflt;
-    let p = this.vs;
-    const neg = load<u8>(p) == 0x2D;
-    if (neg) p++;
-    const n = this.ve - p;
-    if (n == 0 || n > 19) { this.found = false; return dflt; }
-    let u: u64 = 0;
-    for (; p < this.ve; p++) {
-      const c = <u32>load<u8>(p);
-      if (c < 0x30 || c > 0x39) { this.found = false; return dflt; }
-      u = u * 10 + <u64>(c - 0x30);
+    const i = this.field(key);
+    if (i >= 0) {
+      const v = parseIntRange(unchecked(this.vs[i]), unchecked(this.ve[i]));
+      if (parsedOk) return this.hit(v);
     }
-    if (neg) {
-      if (u > 0x8000000000000000) { this.found = false; return dflt; }
-      return -(<i64>u);
-    }
-    if (u > 0x7FFFFFFFFFFFFFFF) { this.found = false; return dflt; }
-    return <i64>u;
+    this.miss();
+    return dflt;
   }
 
-  /** The field as a number (AssemblyScript's parseFloat); dflt if absent or not a number. */
+  /** The field as a number (AssemblyScript's parseFloat, which allocates); dflt if absent or not a number. */
   getFloat(key: string, dflt: f64 = 0): f64 {
-    if (!this.field(key)) return dflt;
-    const c = load<u8>(this.vs);
-    if (c != 0x2D && (c < 0x30 || c > 0x39)) { this.found = false; return dflt; }
-    return parseFloat(String.UTF8.decodeUnsafe(this.vs, this.ve - this.vs));
+    const i = this.field(key);
+    if (i >= 0) {
+      const s = unchecked(this.vs[i]);
+      const c = load<u8>(s);
+      if (c == 0x2D || (c >= 0x30 && c <= 0x39)) {
+        this.found = true;
+        return parseFloat(String.UTF8.decodeUnsafe(s, unchecked(this.ve[i]) - s));
+      }
+    }
+    this.miss();
+    return dflt;
   }
 
   /** The field as true/false; dflt if absent or not a boolean. */
   getBool(key: string, dflt: bool = false): bool {
-    if (!this.field(key)) return dflt;
-    const c = load<u8>(this.vs);
-    if (c == 0x74) return true;
-    if (c == 0x66) return false;
-    this.found = false;
+    const i = this.field(key);
+    if (i >= 0) {
+      const c = load<u8>(unchecked(this.vs[i]));
+      if (c == 0x74) return this.hit(true);
+      if (c == 0x66) return this.hit(false);
+    }
+    this.miss();
     return dflt;
   }
 
-  /** The field's unescaped string value (invalid UTF-8 and lone surrogates -> U+FFFD); null if absent or not a string. */
+  /**
+   * The field's unescaped string value as a view (invalid UTF-8 and lone surrogates -> U+FFFD),
+   * valid until the reader is pointed elsewhere; an empty view if absent or not a string. No
+   * allocation once the reader's buffers have grown.
+   */
+  getText(key: string): Bytes {
+    const i = this.field(key);
+    if (i < 0 || load<u8>(unchecked(this.vs[i])) != 0x22) {
+      this.miss();
+      return EMPTY_BYTES;
+    }
+    const texts = this.texts;
+    while (texts.length <= i) texts.push(new Bytes());
+    const t = unchecked(texts[i]);
+    const s = unchecked(this.vs[i]) + 1, e = unchecked(this.ve[i]) - 1;
+    if (unchecked(this.fl[i]) & 2) {
+      t.ptr = s;
+      t.len = <i32>(e - s);
+    } else {
+      // Unescaped text takes at most 3 bytes per raw byte, so one arena of 3 * len holds every
+      // string of the object and never moves while views point into it.
+      if (this.arenaLen == 0 && this.arena.byteLength < this.len * 3) this.arena = new ArrayBuffer(this.len * 3);
+      const q = changetype<usize>(this.arena) + <usize>this.arenaLen;
+      t.ptr = q;
+      t.len = unescape(s, e, q);
+      this.arenaLen += t.len;
+    }
+    return this.hit(t);
+  }
+
+  /** The field's unescaped string value (invalid UTF-8 and lone surrogates -> U+FFFD); null if absent or not a string. Allocates. */
   getString(key: string): string | null {
-    if (!this.field(key) || load<u8>(this.vs) != 0x22) { this.found = false; return null; }
-    const s = this.vs + 1, e = this.ve - 1;
-    if (this.plain) return String.UTF8.decodeUnsafe(s, e - s);
+    const i = this.field(key);
+    if (i < 0 || load<u8>(unchecked(this.vs[i])) != 0x22) {
+      this.miss();
+      return null;
+    }
+    this.found = true;
+    const s = unchecked(this.vs[i]) + 1, e = unchecked(this.ve[i]) - 1;
+    if (unchecked(this.fl[i]) & 2) return String.UTF8.decodeUnsafe(s, e - s);
     const q = unescScratch.ptr(<i32>(e - s) * 3);
     const n = unescape(s, e, q);
     return String.UTF8.decodeUnsafe(q, n);
   }
 
-  /** The field's raw JSON text; null if absent. */
+  /** The field's raw JSON text; null if absent. Allocates. */
   getRaw(key: string): string | null {
-    if (!this.field(key)) return null;
-    return String.UTF8.decodeUnsafe(this.vs, this.ve - this.vs);
+    const i = this.field(key);
+    if (i < 0) {
+      this.miss();
+      return null;
+    }
+    this.found = true;
+    const s = unchecked(this.vs[i]);
+    return String.UTF8.decodeUnsafe(s, unchecked(this.ve[i]) - s);
   }
 
-  private field(key: string): bool {
-    this.found = false;
-    const kl = utf8Into(keyScratch, key);
-    const kp = changetype<usize>(keyScratch.buf);
-    const end = this.ptr + <usize>this.len;
-    let i = firstMember(this.ptr, end);
-    while (i != 0) {
-      i = nextMember(i, end);
-      if (i == 0) return false;
-      if (keyEqual(mKeyStart, mKeyEnd, mKeyPlain, kp, kl)) {
-        this.vs = mValStart;
-        this.ve = mValEnd;
-        this.plain = mValPlain;
-        this.found = true;
-        return true;
-      }
-      if (mLast) return false;
-    }
-    return false;
+  @inline private hit<T>(v: T): T {
+    this.found = true;
+    return v;
   }
+
+  @inline private miss(): void {
+    this.found = false;
+    this.ok = false;
+  }
+
+  /** The index of the first member named key, or -1. */
+  private field(key: string): i32 {
+    const ascii = isAscii(key);
+    let kp: usize = 0, kl = 0;
+    if (!ascii) {
+      kl = utf8Into(nameScratch, key);
+      kp = changetype<usize>(nameScratch.buf);
+    }
+    for (let i = 0, n = this.n; i < n; i++) {
+      if (this.keyIs(i, key, ascii, kp, kl)) return i;
+    }
+    const end = this.ptr + <usize>this.len;
+    while (this.next != 0) {
+      const r = nextMember(this.next, end);
+      if (r == 0) {
+        this.next = 0;
+        break;
+      }
+      this.next = mLast ? 0 : r;
+      const i = this.record();
+      if (this.keyIs(i, key, ascii, kp, kl)) return i;
+    }
+    return -1;
+  }
+
+  private keyIs(i: i32, key: string, ascii: bool, kp: usize, kl: i32): bool {
+    const s = unchecked(this.ks[i]), e = unchecked(this.ke[i]);
+    const plain = (unchecked(this.fl[i]) & 1) != 0;
+    if (ascii && plain) return asciiEqual(s, <i32>(e - s), key);
+    if (ascii) {
+      kl = utf8Into(nameScratch, key);
+      kp = changetype<usize>(nameScratch.buf);
+    }
+    return keyEqual(s, e, plain, kp, kl);
+  }
+
+  /** Appends the member nextMember just parsed; returns its index. */
+  private record(): i32 {
+    const i = this.n;
+    if (i == this.ks.length) {
+      const c = i << 1;
+      this.ks = grown(this.ks, c);
+      this.ke = grown(this.ke, c);
+      this.vs = grown(this.vs, c);
+      this.ve = grown(this.ve, c);
+      const fl = new StaticArray<u8>(c);
+      memory.copy(changetype<usize>(fl), changetype<usize>(this.fl), <usize>i);
+      this.fl = fl;
+    }
+    unchecked(this.ks[i] = mKeyStart);
+    unchecked(this.ke[i] = mKeyEnd);
+    unchecked(this.vs[i] = mValStart);
+    unchecked(this.ve[i] = mValEnd);
+    unchecked(this.fl[i] = <u8>((mKeyPlain ? 1 : 0) | (mValPlain ? 2 : 0)));
+    this.n = i + 1;
+    return i;
+  }
+}
+
+function grown(a: StaticArray<usize>, n: i32): StaticArray<usize> {
+  const b = new StaticArray<usize>(n);
+  memory.copy(changetype<usize>(b), changetype<usize>(a), <usize>a.length * sizeof<usize>());
+  return b;
 }
 
 // The member scanner shared by JsonReader and JsonFields. nextMember leaves the parts of the
@@ -940,18 +746,7 @@ export class JsonWriter {
   /** Adds an integer field. */
   int(key: string, v: i64): JsonWriter {
     this.key(key);
-    let p = this.reserve(20);
-    let u: u64 = v < 0 ? <u64>(-v) : <u64>v; // -MIN wraps to 2^63, right as u64
-    if (v < 0) { store<u8>(p++, 0x2D); this.len++; }
-    let nd = 1;
-    let t = u;
-    while (t >= 10) { t /= 10; nd++; }
-    let q = p + <usize>nd;
-    do {
-      store<u8>(--q, <u32>(u % 10) + 0x30);
-      u /= 10;
-    } while (u != 0);
-    this.len += nd;
+    this.len += writeInt(this.reserve(20), v);
     return this;
   }
 
@@ -1214,9 +1009,13 @@ export class BytesIndex {
     this.arenaLen = 0;
   }
 
+  /** The hash of the key the last find looked up (addHashed takes it). */
+  lastHash: u32 = 0;
+
   /** The index of the key p..p+n, or -1. */
   find(p: usize, n: i32): i32 {
     const h = fnv(p, n);
+    this.lastHash = h;
     const mask = this.slots.length - 1;
     let s = <i32>h & mask;
     while (true) {
@@ -1230,8 +1029,38 @@ export class BytesIndex {
     return -1;
   }
 
+  /**
+   * find of the key made of the 4 bytes of prefix (little-endian) then p..p+n, without building
+   * it; lastHash is then its hash.
+   */
+  findPrefixed(prefix: u32, p: usize, n: i32): i32 {
+    let h: u32 = 2166136261;
+    h = (h ^ (prefix & 0xFF)) * 16777619;
+    h = (h ^ ((prefix >> 8) & 0xFF)) * 16777619;
+    h = (h ^ ((prefix >> 16) & 0xFF)) * 16777619;
+    h = (h ^ (prefix >> 24)) * 16777619;
+    h = fnvMore(h, p, n);
+    this.lastHash = h;
+    const mask = this.slots.length - 1;
+    let s = <i32>h & mask;
+    while (true) {
+      const v = unchecked(this.slots[s]);
+      if (v == 0) return -1;
+      const i = v - 1;
+      if (unchecked(this.hashes[i]) == h && unchecked(this.lens[i]) == n + 4) {
+        const q = changetype<usize>(this.arena) + <usize>unchecked(this.offs[i]);
+        if (load<u32>(q) == prefix && memory.compare(q + 4, p, n) == 0) return i;
+      }
+      s = (s + 1) & mask;
+    }
+    return -1;
+  }
+
   /** Adds the key p..p+n, which must not be present, and returns its index. p must not point into this index. */
-  add(p: usize, n: i32): i32 {
+  add(p: usize, n: i32): i32 { return this.addHashed(p, n, fnv(p, n)); }
+
+  /** add with the key's hash h (lastHash after a find of the same key). */
+  addHashed(p: usize, n: i32, h: u32): i32 {
     const i = this.offs.length;
     if ((i + 1) * 2 > this.slots.length) this.grow();
     const need = this.arenaLen + n;
@@ -1241,7 +1070,6 @@ export class BytesIndex {
       this.arena = nb;
     }
     memory.copy(changetype<usize>(this.arena) + <usize>this.arenaLen, p, n);
-    const h = fnv(p, n);
     this.offs.push(this.arenaLen);
     this.lens.push(n);
     this.hashes.push(h);
@@ -1267,8 +1095,10 @@ export class BytesIndex {
   }
 }
 
-function fnv(p: usize, n: i32): u32 {
-  let h: u32 = 2166136261;
+function fnv(p: usize, n: i32): u32 { return fnvMore(2166136261, p, n); }
+
+/** FNV-1a: h continued over the bytes p..p+n. */
+function fnvMore(h: u32, p: usize, n: i32): u32 {
   for (let k = 0; k < n; k++) h = (h ^ <u32>load<u8>(p + <usize>k)) * 16777619;
   return h;
 }

@@ -1,4 +1,4 @@
-// Test module for wasmabi/as/json_test.go: exposes the library's JsonReader and JsonWriter so the
+// Test module for sdk/as/json_test.go: exposes the library's JsonReader and JsonWriter so the
 // Go tests can check they agree with the Go SDK byte for byte. Not an ABI v1 handler.
 import { JsonReader, JsonWriter } from "../index";
 
@@ -57,4 +57,26 @@ export function write(kl: i32, vl: i32, i: i64, b: i32): void {
   const out = writer.begin().string(k, v).int("i", i).bool("b", b != 0).finish();
   result = out;
   found = true;
+}
+
+export function probeText(dl: i32, kl: i32): void {
+  const t = reader.reset(changetype<usize>(input), dl).getText(keyAt(dl, kl));
+  found = reader.found;
+  result = t.toArrayBuffer();
+}
+
+// Input layout for probeSeq: data at 0..dl, then keys separated by NUL (kl bytes). It reads
+// every key in turn with getRaw on one reader (the reader's members scanned so far are reused);
+// the result holds, per key, "1" and the raw value or "0", then a NUL. lastFound is the reader's
+// ok: whether every key was found.
+export function probeSeq(dl: i32, kl: i32): void {
+  const keys = keyAt(dl, kl).split("\0");
+  reader.reset(changetype<usize>(input), dl);
+  let out = "";
+  for (let i = 0; i < keys.length; i++) {
+    const r = reader.getRaw(keys[i]);
+    out += (r === null ? "0" : "1" + r) + "\0";
+  }
+  found = reader.ok;
+  result = String.UTF8.encode(out, false, String.UTF8.ErrorMode.REPLACE);
 }

@@ -1,8 +1,9 @@
-// Package as_test checks the AssemblyScript library against the Go SDK: the JSON reader must find
-// the same fields and values as guest.JSONInt/JSONString/JSONBool/JSONRaw, and the writer must
-// produce the same bytes as guest.Object. It drives testdata/jsonprobe.ts, built by make as
-// build/wasm/as-jsonprobe.wasm, in wazero. (Batch decoding, put/delete/read and the examples are
-// covered by plugins/examples/wasm_test.go.)
+// Package as_test checks the AssemblyScript library (the npm package @projhost/sdk in this
+// folder) against the Go SDK: the JSON reader must find the same fields and values as
+// guest.JSONInt/JSONString/JSONBool/JSONRaw, in any order of reads on one reader, and the writer
+// must produce the same bytes as guest.Object. It drives testdata/jsonprobe.ts, built by make as
+// build/wasm/as-jsonprobe.wasm, in wazero. state_test.go checks State and the batch cache through
+// the real host. (Batch decoding and the examples are covered by plugins/examples/wasm_test.go.)
 package as_test
 
 import (
@@ -45,7 +46,7 @@ func newProbe(tb testing.TB) *probe {
 		tb.Fatal(err)
 	}
 	p := &probe{mod: mod, fn: map[string]api.Function{}}
-	for _, n := range []string{"alloc", "lastFound", "resultPtr", "resultLen", "probeInt", "probeBool", "probeString", "probeRaw", "write"} {
+	for _, n := range []string{"alloc", "lastFound", "resultPtr", "resultLen", "probeInt", "probeBool", "probeString", "probeText", "probeRaw", "probeSeq", "write"} {
 		if p.fn[n] = mod.ExportedFunction(n); p.fn[n] == nil {
 			tb.Fatalf("probe module lacks %s", n)
 		}
@@ -111,11 +112,45 @@ func (p *probe) compareGet(tb testing.TB, data []byte, key string) {
 	if gs, gok := guest.JSONString(data, key); gok != sok || (gok && string(gs) != string(s)) {
 		tb.Fatalf("data %q key %q: AS getString = %q, %v; Go JSONString = %q, %v", data, key, s, sok, gs, gok)
 	}
+	p.call(tb, "probeText", dl, kl)
+	if txt, tok := p.result(tb); tok != sok || string(txt) != string(s) {
+		tb.Fatalf("data %q key %q: AS getText = %q, %v; getString = %q, %v", data, key, txt, tok, s, sok)
+	}
 	p.call(tb, "probeRaw", dl, kl)
 	r, rok := p.result(tb)
 	gr, gok := guest.JSONRaw(data, key)
 	if gok != rok || (gok && utf8.Valid(gr) && string(gr) != string(r)) {
 		tb.Fatalf("data %q key %q: AS getRaw = %q, %v; Go JSONRaw = %q, %v", data, key, r, rok, gr, gok)
+	}
+}
+
+// compareSeq reads every key of keys in turn on one AssemblyScript reader (which reuses the
+// members it scanned for earlier keys) and checks each against the Go SDK's independent reads,
+// and the reader's ok against all of them.
+func (p *probe) compareSeq(tb testing.TB, data []byte, keys []string) {
+	tb.Helper()
+	joined := strings.Join(keys, "\x00")
+	p.input(tb, data, []byte(joined))
+	p.call(tb, "probeSeq", uint64(len(data)), uint64(len(joined)))
+	out, ok := p.result(tb)
+	got := strings.Split(string(out), "\x00")
+	if len(got) != len(keys)+1 {
+		tb.Fatalf("data %q keys %q: %d results, want %d", data, keys, len(got)-1, len(keys))
+	}
+	all := true
+	for i, k := range keys {
+		gr, gok := guest.JSONRaw(data, k)
+		all = all && gok
+		want := "0"
+		if gok {
+			want = "1" + string(gr)
+		}
+		if got[i] != want && (!gok || utf8.Valid(gr)) {
+			tb.Fatalf("data %q keys %q: read %d (%q) = %q, Go JSONRaw = %q", data, keys, i, k, got[i], want)
+		}
+	}
+	if ok != all {
+		tb.Fatalf("data %q keys %q: ok = %v, want %v", data, keys, ok, all)
 	}
 }
 
@@ -152,6 +187,40 @@ func TestReaderAgreesWithGo(t *testing.T) {
 			t.Errorf("depth %d: found = %v, encoding/json valid = %v", depth, ok, json.Valid([]byte(data)))
 		}
 	}
+}
+
+func TestReaderSequenceAgreesWithGo(t *testing.T) {
+	p := newProbe(t)
+	flight := `{"date":"2001/01/01 00:47","delay":66,"distance":1750,"origin":"DTW","destination":"LAS"}`
+	tests := []struct {
+		data string
+		keys []string
+	}{
+		{flight, []string{"delay", "distance", "origin", "destination"}},
+		{flight, []string{"destination", "origin", "delay", "date", "destination"}},
+		{flight, []string{"delay", "nope", "origin"}},
+		{`{"a":1,"b":2,"a":3}`, []string{"b", "a", "a"}},
+		{`{"d\u0065lay":7,"delay":8}`, []string{"delay", "d\u0065lay"}},
+		{`{"a":1,"b":[,"c":3}`, []string{"c", "a", "b"}},
+		{`{"é":1,"e":2}`, []string{"e", "é"}},
+		{`{}`, []string{"a", "b"}},
+		{`{"a":1`, []string{"a"}},
+	}
+	for _, tt := range tests {
+		p.compareSeq(t, []byte(tt.data), tt.keys)
+	}
+}
+
+func FuzzReaderSequenceAgreesWithGo(f *testing.F) {
+	f.Add([]byte(`{"date":"2001/01/01 00:47","delay":66,"distance":1750,"origin":"DTW","destination":"LAS"}`), "destination,delay,origin,x")
+	f.Add([]byte(`{"a":1,"b":2,"a":3}`), "b,a,a")
+	p := newProbe(f)
+	f.Fuzz(func(t *testing.T, data []byte, keys string) {
+		if !utf8.ValidString(keys) || strings.ContainsRune(keys, 0) || len(data) > 1<<16 {
+			t.Skip("keys are AssemblyScript strings: valid UTF-8 only, and NUL separates them in the probe")
+		}
+		p.compareSeq(t, data, strings.Split(keys, ","))
+	})
 }
 
 func FuzzReaderAgreesWithGo(f *testing.F) {

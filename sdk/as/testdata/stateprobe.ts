@@ -1,0 +1,72 @@
+// Test handler of sdk/as/state_test.go (built as build/wasm/as-stateprobe.wasm): each event's
+// data is a command on the library's State and Batch, so the Go tests can check the per-batch
+// semantics (first-touch order, read-your-writes, decode once, misuse) through the real host.
+//
+//   {"op":"inc","key":"k"}        counters.get(k).n += 1 ("by" adds more)
+//   {"op":"inc2","key":"k"}       the same through a second State of collection "c"
+//   {"op":"del","key":"k"}        counters.delete(k)
+//   {"op":"put","key":"k","n":5}  b.put("c", k, {"n":5})
+//   {"op":"read","key":"k"}       b.read("c", k), logged as "read k: DOC" or "read k: none"
+//   {"op":"pair","a":"x","b":"y"} counters.get(Key x-y).n += 1 (a composite key)
+//   {"op":"pk"}                   counters.get(partition key).n += 1 (Event.key)
+//   {"op":"fail"}                 the handler returns a message
+//
+// At the end of a batch it logs "decodes=N": how many documents the States decoded.
+import { Batch, Doc, JsonReader, JsonWriter, Key, LEVEL_INFO, State, handle } from "../index";
+export * from "../exports";
+
+let decodes = 0;
+
+class Counter extends Doc {
+  n: i64 = 0;
+
+  reset(): void { this.n = 0; }
+
+  decode(d: JsonReader): bool {
+    decodes++;
+    this.n = d.getInt("n");
+    return d.ok;
+  }
+
+  encode(w: JsonWriter): void { w.int("n", this.n); }
+}
+
+const counters = new State<Counter>("c");
+const others = new State<Counter>("c");
+const pair = new Key();
+const w = new JsonWriter();
+
+function onBatch(b: Batch): string | null {
+  decodes = 0;
+  while (b.next()) {
+    const ev = b.event;
+    const j = ev.json();
+    const op = j.getText("op");
+    const key = j.getText("key");
+    if (op.equals("inc")) {
+      const by = j.getInt("by", 1);
+      counters.get(key).n += by;
+    } else if (op.equals("inc2")) {
+      others.get(key).n++;
+    } else if (op.equals("del")) {
+      counters.delete(key);
+    } else if (op.equals("put")) {
+      b.put("c", key, w.begin().int("n", j.getInt("n")));
+    } else if (op.equals("read")) {
+      const d = b.read("c", key);
+      b.log(LEVEL_INFO, "read " + key.toString() + ": " + (d === null ? "none" : String.UTF8.decode(d)));
+    } else if (op.equals("pair")) {
+      counters.get(pair.set(j.getText("a")).append("-").append(j.getText("b"))).n++;
+    } else if (op.equals("pk")) {
+      counters.get(ev.key).n++;
+    } else if (op.equals("fail")) {
+      return "failed on purpose at seq " + ev.seq();
+    } else {
+      return "unknown op " + op.toString();
+    }
+  }
+  b.log(LEVEL_INFO, "decodes=" + decodes.toString());
+  return null;
+}
+
+handle(onBatch);
