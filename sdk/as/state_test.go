@@ -28,8 +28,8 @@ type guestLogs struct {
 }
 
 func (g *guestLogs) Enabled(context.Context, slog.Level) bool { return true }
-func (g *guestLogs) WithAttrs([]slog.Attr) slog.Handler      { return g }
-func (g *guestLogs) WithGroup(string) slog.Handler           { return g }
+func (g *guestLogs) WithAttrs([]slog.Attr) slog.Handler       { return g }
+func (g *guestLogs) WithGroup(string) slog.Handler            { return g }
 func (g *guestLogs) Handle(_ context.Context, r slog.Record) error {
 	guest := false
 	r.Attrs(func(a slog.Attr) bool {
