@@ -90,7 +90,8 @@ demo: build build/wasm/flightdelays-as.wasm
 	@./bin/projhost sql --data $(DEMO_DIR) "$(DEMO_SQL)"
 
 # bench: handler tables (flights-20k) for count and flightdelays, Go and AssemblyScript builds, with
-# the native baseline and wasm/native ratios, then e2e (journal append + one runner) with 4, 16 and
+# the native baseline and wasm/native ratios, the AssemblyScript flightdelays against its hand-tuned
+# predecessor (plugins/examples BenchmarkASDocumentedVsTuned), then e2e (journal append + one runner) with 4, 16 and
 # 100 shards. e2e uses the first BENCH_E2E_LIMIT events of flights-3m.ndjson.gz when present (0: all
 # 3M, about 20 minutes more on 2 cores), else flights-20k x BENCH_REPEAT.
 BENCH_DURATION ?= 2s
@@ -107,6 +108,8 @@ bench: build wasm
 		--handler $$W/count-go.wasm --handler $$W/count-as.wasm --native count; echo; \
 	$$P bench handler --events $(BENCH_SMALL) --duration $(BENCH_DURATION) --batch-sizes 1,100,1000 \
 		--handler $$W/flightdelays-go.wasm --handler $$W/flightdelays-as.wasm --native flightdelays; echo; \
+	echo "== AssemblyScript flightdelays, the documented example (State) against the hand-tuned one it replaced (documented/tuned: CPU time)"; \
+	$(GO) test -run '^$$' -bench ASDocumentedVsTuned -benchtime 10x ./plugins/examples/ | grep -E '^Benchmark'; echo; \
 	if [ -n "$(BENCH_BIG)" ]; then ev="--events $(BENCH_BIG) --limit $(BENCH_E2E_LIMIT)"; \
 		echo "== e2e over $(BENCH_BIG) (first $(BENCH_E2E_LIMIT) events; 0 = all)"; \
 	else ev="--events $(BENCH_SMALL) --repeat $(BENCH_REPEAT)"; \
