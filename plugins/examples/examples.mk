@@ -74,6 +74,14 @@ $(WASM_DIR)/$(1)-tinygo.wasm: $(GUEST_GO_SRC) $(filter-out %_test.go,$(wildcard 
 endef
 $(foreach e,$(EXAMPLES),$(eval $(call example_tinygo_rules,$(e))))
 
+# Test-only builds of the AssemblyScript examples that export the runtime (__new & co.), so that
+# plugins/examples TestASExamplesAllocateNothingPerEvent can count allocations (not part of
+# `make wasm`).
+$(WASM_DIR)/%-as-rt.wasm: $(GUEST_AS_SRC) plugins/examples/%/as/index.ts
+	@mkdir -p $(@D)
+	$(ASC) plugins/examples/$*/as/index.ts -o $@.tmp.wasm $(ASC_FLAGS) --exportRuntime
+	@mv $@.tmp.wasm $@
+
 # Test-only module of sdk/as/json_test.go (not an ABI handler; not part of `make wasm`).
 $(WASM_DIR)/as-jsonprobe.wasm: $(GUEST_AS_SRC) sdk/as/testdata/jsonprobe.ts
 	@mkdir -p $(@D)

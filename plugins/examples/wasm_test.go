@@ -43,7 +43,13 @@ type miniHost struct {
 
 func newMiniHost(tb testing.TB, name string) *miniHost {
 	tb.Helper()
-	ctx := context.Background()
+	return newMiniHostCtx(context.Background(), tb, name)
+}
+
+// newMiniHostCtx is newMiniHost compiling the module with ctx (which may carry a wazero function
+// listener factory).
+func newMiniHostCtx(ctx context.Context, tb testing.TB, name string) *miniHost {
+	tb.Helper()
 	path := testwasm.Path(tb, name)
 	cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(testwasm.RepoRoot(tb), "build", "wazero-cache-examples"))
 	if err != nil {

@@ -63,6 +63,7 @@ const MAX_COLLECTION_LEN: i32 = 255;
 const MAX_DOC_KEY_LEN: i32 = 1024;
 const MAX_DOC_LEN: i32 = 256 << 10;
 const MAX_MESSAGE_LEN: i32 = 4096;
+const MAX_KEPT_COLLECTIONS: i32 = 64;
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
 
@@ -159,7 +160,9 @@ export class Batch {
   /** Whether a handler call is under way (State.get is refused outside one). */
   active: bool = false;
   // The per-batch cache. Collections: few per handler, so a linear scan (pointer equality first:
-  // names are usually the same string constant) beats hashing; each is validated once per batch.
+  // names are usually the same string constant) beats hashing; each is validated and encoded
+  // once, and kept across batches (up to MAX_KEPT_COLLECTIONS: a handler with more names starts
+  // each batch with none).
   // Entries are keyed by (collection index u32, key UTF-8 bytes) in one BytesIndex, whose dense
   // indexes are first-touch order, the output order. Documents live in one arena reset per
   // batch, or as typed documents of a State (docs): the cache allocates nothing per key once
@@ -477,8 +480,10 @@ export class Batch {
   /** Prepares for a new batch at ptr..ptr+len; returns an error message or null. */
   begin(ptr: usize, len: i32): string | null {
     this.gen++;
-    this.collNames.length = 0;
-    this.collBytes.length = 0;
+    if (this.collNames.length > MAX_KEPT_COLLECTIONS) {
+      this.collNames.length = 0;
+      this.collBytes.length = 0;
+    }
     this.keys.reset();
     this.docOff.length = 0;
     this.docLen.length = 0;

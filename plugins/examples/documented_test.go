@@ -5,9 +5,14 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/host"
@@ -104,4 +109,48 @@ func hostEvents(tb testing.TB, name string) []event.Event {
 		evs[i] = event.Event{ShardID: host.TestShardID, Seq: string(e.Seq), PartitionKey: string(e.PartitionKey), ArrivalMs: e.ArrivalMs, Data: e.Data}
 	}
 	return evs
+}
+
+// TestASExamplesAllocateNothingPerEvent: once warmed up (buffers, pools and per-batch tables
+// grown by a first pass), the AssemblyScript examples create no object at all in a second and
+// third pass over the same events: no allocation per event, nothing for the GC to collect. It
+// counts calls of the runtime's __new in builds that export it (build/wasm/<example>-as-rt.wasm,
+// the same sources with --exportRuntime).
+func TestASExamplesAllocateNothingPerEvent(t *testing.T) {
+	evs := flights(t, "flights-2k.json")
+	for _, example := range []string{"flightdelays", "count"} {
+		for _, size := range []int{1, 100, 1000} {
+			t.Run(fmt.Sprintf("%s/batch=%d", example, size), func(t *testing.T) {
+				var news atomic.Int64
+				found := false
+				factory := experimental.FunctionListenerFactoryFunc(func(def api.FunctionDefinition) experimental.FunctionListener {
+					if !slices.Contains(def.ExportNames(), "__new") {
+						return nil
+					}
+					found = true
+					return experimental.FunctionListenerFunc(func(context.Context, api.Module, api.FunctionDefinition, []uint64, experimental.StackIterator) {
+						news.Add(1)
+					})
+				})
+				h := newMiniHostCtx(experimental.WithFunctionListenerFactory(context.Background(), factory), t, example+"-as-rt")
+				if !found {
+					t.Fatal("the module does not export __new")
+				}
+				bs := batches(t, evs, size)
+				for pass := range 3 {
+					news.Store(0)
+					for _, b := range bs {
+						if msg := h.run(t, b); msg != "" {
+							t.Fatal(msg)
+						}
+					}
+					if n := news.Load(); pass > 0 && n != 0 {
+						t.Errorf("pass %d over %d events: %d allocations, want none", pass+1, len(evs), n)
+					} else if pass == 0 && n == 0 {
+						t.Errorf("first pass: no allocation counted: is the listener attached?")
+					}
+				}
+			})
+		}
+	}
 }
