@@ -166,7 +166,9 @@ export class Key extends Bytes {
 
   /** Replaces the key by v (see append). */
   set<T>(v: T): Key {
-    if (changetype<usize>(v) == changetype<usize>(this)) return this;
+    if (isReference<T>()) {
+      if (changetype<usize>(v) == changetype<usize>(this)) return this;
+    }
     this.len = 0;
     return this.append<T>(v);
   }
@@ -270,7 +272,7 @@ export class JsonReader {
   /** Whether every get* since reset/of found its field with the requested type. */
   ok: bool = true;
   // Members scanned so far: key and value ranges (keys without their quotes), and flags
-  // (1: the key needs no unescaping, 2: the string value needs none).
+  // (1: the key needs no unescaping, 2: the string value needs none, 4: getText unescaped it).
   private n: i32 = 0;
   private ks: StaticArray<usize> = new StaticArray<usize>(8);
   private ke: StaticArray<usize> = new StaticArray<usize>(8);
@@ -357,18 +359,22 @@ export class JsonReader {
     const texts = this.texts;
     while (texts.length <= i) texts.push(new Bytes());
     const t = unchecked(texts[i]);
+    const fl = unchecked(this.fl[i]);
+    if (fl & 4) return this.hit(t); // unescaped by an earlier getText of this object
     const s = unchecked(this.vs[i]) + 1, e = unchecked(this.ve[i]) - 1;
-    if (unchecked(this.fl[i]) & 2) {
+    if (fl & 2) {
       t.ptr = s;
       t.len = <i32>(e - s);
     } else {
-      // Unescaped text takes at most 3 bytes per raw byte, so one arena of 3 * len holds every
-      // string of the object and never moves while views point into it.
+      // Unescaped text takes at most 3 bytes per raw byte and each member is unescaped once, so
+      // one arena of 3 * len holds every string of the object and never moves while views
+      // point into it.
       if (this.arenaLen == 0 && this.arena.byteLength < this.len * 3) this.arena = new ArrayBuffer(this.len * 3);
       const q = changetype<usize>(this.arena) + <usize>this.arenaLen;
       t.ptr = q;
       t.len = unescape(s, e, q);
       this.arenaLen += t.len;
+      unchecked(this.fl[i] = fl | 4);
     }
     return this.hit(t);
   }

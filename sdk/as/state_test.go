@@ -96,6 +96,14 @@ func TestState(t *testing.T) {
 			}},
 		},
 		{
+			name: "integer key parts, a repeated getText of an escaped string",
+			batches: []stateBatch{{
+				cmds: []string{`{"op":"num","n":-42}`, `{"op":"text","key":"\u00e9\t\"x"}`, `{"op":"text","key":"\u00e9\t\"x"}`},
+				want: []string{`put c/n-42/7 {"n":1}`, "put c/é\t\"x {\"n\":2}"},
+				logs: []string{"decodes=0"},
+			}},
+		},
+		{
 			name: "a put before the first get is decoded (read-your-writes)",
 			batches: []stateBatch{{
 				cmds: []string{`{"op":"put","key":"k","n":5}`, `{"op":"inc","key":"k"}`},

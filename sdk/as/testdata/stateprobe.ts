@@ -9,6 +9,8 @@
 //   {"op":"read","key":"k"}       b.read("c", k), logged as "read k: DOC" or "read k: none"
 //   {"op":"pair","a":"x","b":"y"} counters.get(Key x-y).n += 1 (a composite key)
 //   {"op":"pk"}                   counters.get(partition key).n += 1 (Event.key)
+//   {"op":"num","n":-42}          counters.get(Key "n" + n + "/" + i32 7).n += 1 (integer parts)
+//   {"op":"text","key":"k"}       getText of "key" three times (one view), then counters.get
 //   {"op":"fail"}                 the handler returns a message
 //
 // At the end of a batch it logs "decodes=N": how many documents the States decoded.
@@ -57,6 +59,12 @@ function onBatch(b: Batch): string | null {
       b.log(LEVEL_INFO, "read " + key.toString() + ": " + (d === null ? "none" : String.UTF8.decode(d)));
     } else if (op.equals("pair")) {
       counters.get(pair.set(j.getText("a")).append("-").append(j.getText("b"))).n++;
+    } else if (op.equals("num")) {
+      counters.get(pair.set("n").append(j.getInt("n")).append("/").append(<i32>7)).n++;
+    } else if (op.equals("text")) {
+      const t1 = j.getText("key"), t2 = j.getText("key"), t3 = j.getText("key");
+      if (t1 !== t2 || t2 !== t3 || !t1.equals(key)) return "getText returned different views";
+      counters.get(t3).n++;
     } else if (op.equals("pk")) {
       counters.get(ev.key).n++;
     } else if (op.equals("fail")) {
