@@ -34,7 +34,7 @@
 // Strings: collection names and keys are AssemblyScript strings, sent to the host as UTF-8 (unpaired
 // surrogates become U+FFFD), or UTF-8 bytes (Bytes, Key, ArrayBuffer). Documents are JSON objects.
 
-import { Bytes, BytesIndex, JsonReader, JsonWriter, Scratch, utf8Into, validUTF8 } from "./json";
+import { Bytes, BytesIndex, JsonReader, JsonWriter, Scratch, ensureBuffer, utf8Into, validUTF8 } from "./json";
 export { Bytes, BytesIndex, JsonFields, JsonReader, JsonWriter, Key } from "./json";
 
 // ---- host imports (ABI.md §1) ----
@@ -374,16 +374,11 @@ export class Batch {
       unchecked(this.docLen[e] = n);
       return;
     }
-    const need = this.arenaLen + n;
-    if (need > this.arena.byteLength) {
-      const nb = new ArrayBuffer(max(need, this.arena.byteLength << 1));
-      memory.copy(changetype<usize>(nb), changetype<usize>(this.arena), <usize>this.arenaLen);
-      this.arena = nb;
-    }
+    this.arena = ensureBuffer(this.arena, this.arenaLen, this.arenaLen + n);
     memory.copy(changetype<usize>(this.arena) + <usize>this.arenaLen, p, n);
     unchecked(this.docOff[e] = this.arenaLen);
     unchecked(this.docLen[e] = n);
-    this.arenaLen = need;
+    this.arenaLen += n;
   }
 
   /** The index of collection among this batch's collections (added if new), or -1 after reporting misuse. */
@@ -428,7 +423,7 @@ export class Batch {
         "\": want 1..1024 bytes of UTF-8 without NUL");
       return -1;
     }
-    if (this.ckey.byteLength < kl + 4) this.ckey = new ArrayBuffer(max(kl + 4, this.ckey.byteLength << 1));
+    this.ckey = ensureBuffer(this.ckey, 0, kl + 4);
     const ck = changetype<usize>(this.ckey);
     store<u32>(ck, <u32>ci);
     memory.copy(ck + 4, kp, kl);
@@ -576,13 +571,7 @@ export class State<T extends Doc> {
 
   /** The document of key in this batch (see the class comment). Only during a handler call. */
   get<K>(key: K): T {
-    const b = batch;
-    if (!b.active) throw new Error("State.get outside a handler call");
-    if (this.gen != b.gen) {
-      this.gen = b.gen;
-      this.used = 0;
-      this.ci = b.collIndex(this.collection);
-    }
+    const b = this.current("get");
     const e = b.entryFor<K>(this.ci, key, true);
     if (e < 0) return this.spareDoc();
     const held = unchecked(b.typed[e]);
@@ -621,13 +610,7 @@ export class State<T extends Doc> {
 
   /** Deletes key's document: written as a delete unless get creates it again in this batch. */
   delete<K>(key: K): void {
-    const b = batch;
-    if (!b.active) throw new Error("State.delete outside a handler call");
-    if (this.gen != b.gen) {
-      this.gen = b.gen;
-      this.used = 0;
-      this.ci = b.collIndex(this.collection);
-    }
+    const b = this.current("delete");
     const e = b.entryFor<K>(this.ci, key, false);
     if (e < 0) return;
     const held = unchecked(b.typed[e]);
@@ -639,6 +622,18 @@ export class State<T extends Doc> {
     unchecked(b.docOff[e] = -1);
     unchecked(b.docLen[e] = 0);
     unchecked(b.dirty[e] = true);
+  }
+
+  /** The current batch, after starting this State's part of it (method: for the abort message). */
+  private current(method: string): Batch {
+    const b = batch;
+    if (!b.active) throw new Error("State." + method + " outside a handler call");
+    if (this.gen != b.gen) { // the first use in this batch
+      this.gen = b.gen;
+      this.used = 0;
+      this.ci = b.collIndex(this.collection);
+    }
+    return b;
   }
 
   private spareDoc(): T {
@@ -660,12 +655,7 @@ class Output {
   private w: JsonWriter = new JsonWriter();
 
   reserve(n: i32): usize {
-    const need = this.len + n;
-    if (need > this.buf.byteLength) {
-      const nb = new ArrayBuffer(max(need, this.buf.byteLength << 1));
-      memory.copy(changetype<usize>(nb), changetype<usize>(this.buf), this.len);
-      this.buf = nb;
-    }
+    this.buf = ensureBuffer(this.buf, this.len, this.len + n);
     return changetype<usize>(this.buf) + <usize>this.len;
   }
 

@@ -4,11 +4,22 @@
 
 // ---- UTF-8 helpers ----
 
+/**
+ * buf when it holds need bytes, else a new buffer of max(need, twice buf's size) holding buf's
+ * first used bytes: the growth step of every growable buffer of the library.
+ */
+export function ensureBuffer(buf: ArrayBuffer, used: i32, need: i32): ArrayBuffer {
+  if (need <= buf.byteLength) return buf;
+  const nb = new ArrayBuffer(max(need, buf.byteLength << 1));
+  memory.copy(changetype<usize>(nb), changetype<usize>(buf), <usize>used);
+  return nb;
+}
+
 /** Growable scratch memory; never shrinks. */
 export class Scratch {
   buf: ArrayBuffer = new ArrayBuffer(256);
   ptr(min: i32): usize {
-    if (this.buf.byteLength < min) this.buf = new ArrayBuffer(max(min, this.buf.byteLength << 1));
+    this.buf = ensureBuffer(this.buf, 0, min);
     return changetype<usize>(this.buf);
   }
 }
@@ -200,13 +211,8 @@ export class Key extends Bytes {
   }
 
   private reserve(n: i32): usize {
-    const need = this.len + n;
-    if (need > this.buf.byteLength) {
-      const nb = new ArrayBuffer(max(need, this.buf.byteLength << 1));
-      memory.copy(changetype<usize>(nb), changetype<usize>(this.buf), this.len);
-      this.buf = nb;
-      this.ptr = changetype<usize>(nb);
-    }
+    this.buf = ensureBuffer(this.buf, this.len, this.len + n);
+    this.ptr = changetype<usize>(this.buf);
     return this.ptr + <usize>this.len;
   }
 }
@@ -802,12 +808,7 @@ export class JsonWriter {
   }
 
   private reserve(n: i32): usize {
-    const need = this.len + n;
-    if (need > this.buf.byteLength) {
-      const nb = new ArrayBuffer(max(need, this.buf.byteLength << 1));
-      memory.copy(changetype<usize>(nb), changetype<usize>(this.buf), this.len);
-      this.buf = nb;
-    }
+    this.buf = ensureBuffer(this.buf, this.len, this.len + n);
     return changetype<usize>(this.buf) + <usize>this.len;
   }
 
@@ -1069,12 +1070,7 @@ export class BytesIndex {
   addHashed(p: usize, n: i32, h: u32): i32 {
     const i = this.offs.length;
     if ((i + 1) * 2 > this.slots.length) this.grow();
-    const need = this.arenaLen + n;
-    if (need > this.arena.byteLength) {
-      const nb = new ArrayBuffer(max(need, this.arena.byteLength << 1));
-      memory.copy(changetype<usize>(nb), changetype<usize>(this.arena), <usize>this.arenaLen);
-      this.arena = nb;
-    }
+    this.arena = ensureBuffer(this.arena, this.arenaLen, this.arenaLen + n);
     memory.copy(changetype<usize>(this.arena) + <usize>this.arenaLen, p, n);
     this.offs.push(this.arenaLen);
     this.lens.push(n);
