@@ -654,7 +654,8 @@ class Output {
   len: i32 = 0;
   private w: JsonWriter = new JsonWriter();
 
-  reserve(n: i32): usize {
+  // @ts-ignore: decorator
+  @inline reserve(n: i32): usize {
     this.buf = ensureBuffer(this.buf, this.len, this.len + n);
     return changetype<usize>(this.buf) + <usize>this.len;
   }

@@ -8,8 +8,12 @@
  * buf when it holds need bytes, else a new buffer of max(need, twice buf's size) holding buf's
  * first used bytes: the growth step of every growable buffer of the library.
  */
-export function ensureBuffer(buf: ArrayBuffer, used: i32, need: i32): ArrayBuffer {
-  if (need <= buf.byteLength) return buf;
+// @ts-ignore: decorator
+@inline export function ensureBuffer(buf: ArrayBuffer, used: i32, need: i32): ArrayBuffer {
+  return need <= buf.byteLength ? buf : grownBuffer(buf, used, need);
+}
+
+function grownBuffer(buf: ArrayBuffer, used: i32, need: i32): ArrayBuffer {
   const nb = new ArrayBuffer(max(need, buf.byteLength << 1));
   memory.copy(changetype<usize>(nb), changetype<usize>(buf), <usize>used);
   return nb;
@@ -210,7 +214,8 @@ export class Key extends Bytes {
     return this;
   }
 
-  private reserve(n: i32): usize {
+  // @ts-ignore: decorator
+  @inline private reserve(n: i32): usize {
     this.buf = ensureBuffer(this.buf, this.len, this.len + n);
     this.ptr = changetype<usize>(this.buf);
     return this.ptr + <usize>this.len;
@@ -277,19 +282,21 @@ export class JsonReader {
   found: bool = false;
   /** Whether every get* since reset/of found its field with the requested type. */
   ok: bool = true;
-  // Members scanned so far: key and value ranges (keys without their quotes), and flags
-  // (1: the key needs no unescaping, 2: the string value needs none, 4: getText unescaped it).
+  // Members scanned so far: per member, 4 addresses in mem (key start and end without the
+  // quotes, value start and end) and flags in fl (1: the key needs no unescaping, 2: the
+  // string value needs none, 4: getText unescaped it).
   private n: i32 = 0;
-  private ks: StaticArray<usize> = new StaticArray<usize>(8);
-  private ke: StaticArray<usize> = new StaticArray<usize>(8);
-  private vs: StaticArray<usize> = new StaticArray<usize>(8);
-  private ve: StaticArray<usize> = new StaticArray<usize>(8);
+  private mem: StaticArray<usize> = new StaticArray<usize>(32);
   private fl: StaticArray<u8> = new StaticArray<u8>(8);
-  private texts: Array<Bytes> = []; // getText views, one per member
+  private texts: StaticArray<Bytes> = newViews(8); // getText views, one per member
+  // A 64-bit Bloom filter of the plain member keys scanned so far (see keySig): a key whose bit
+  // is clear is none of them, so a lookup goes straight on scanning. Off (anyKey) once a key
+  // with escapes was scanned.
+  private sigs: u64 = 0;
+  private anyKey: bool = false;
   private next: usize = 0; // the next member to scan; 0: none (end of the object or malformed)
   private arena: ArrayBuffer = new ArrayBuffer(0); // unescaped getText values of this object
   private arenaLen: i32 = 0;
-  private m: i32 = -1; // the member the last get* found
 
   /** Points the reader at the object ptr..ptr+len. */
   reset(ptr: usize, len: i32): JsonReader {
@@ -298,6 +305,8 @@ export class JsonReader {
     this.found = false;
     this.ok = true;
     this.n = 0;
+    this.sigs = 0;
+    this.anyKey = false;
     this.arenaLen = 0;
     this.next = firstMember(ptr, ptr + <usize>len);
     return this;
@@ -317,7 +326,7 @@ export class JsonReader {
   getInt(key: string, dflt: i64 = 0): i64 {
     const i = this.field(key);
     if (i >= 0) {
-      const v = parseIntRange(unchecked(this.vs[i]), unchecked(this.ve[i]));
+      const v = parseIntRange(this.at(i, 2), this.at(i, 3));
       if (parsedOk) return this.hit(v);
     }
     this.miss();
@@ -328,11 +337,11 @@ export class JsonReader {
   getFloat(key: string, dflt: f64 = 0): f64 {
     const i = this.field(key);
     if (i >= 0) {
-      const s = unchecked(this.vs[i]);
+      const s = this.at(i, 2);
       const c = load<u8>(s);
       if (c == 0x2D || (c >= 0x30 && c <= 0x39)) {
         this.found = true;
-        return parseFloat(String.UTF8.decodeUnsafe(s, unchecked(this.ve[i]) - s));
+        return parseFloat(String.UTF8.decodeUnsafe(s, this.at(i, 3) - s));
       }
     }
     this.miss();
@@ -343,7 +352,7 @@ export class JsonReader {
   getBool(key: string, dflt: bool = false): bool {
     const i = this.field(key);
     if (i >= 0) {
-      const c = load<u8>(unchecked(this.vs[i]));
+      const c = load<u8>(this.at(i, 2));
       if (c == 0x74) return this.hit(true);
       if (c == 0x66) return this.hit(false);
     }
@@ -358,16 +367,14 @@ export class JsonReader {
    */
   getText(key: string): Bytes {
     const i = this.field(key);
-    if (i < 0 || load<u8>(unchecked(this.vs[i])) != 0x22) {
+    if (i < 0 || load<u8>(this.at(i, 2)) != 0x22) {
       this.miss();
       return EMPTY_BYTES;
     }
-    const texts = this.texts;
-    while (texts.length <= i) texts.push(new Bytes());
-    const t = unchecked(texts[i]);
+    const t = unchecked(this.texts[i]);
     const fl = unchecked(this.fl[i]);
     if (fl & 4) return this.hit(t); // unescaped by an earlier getText of this object
-    const s = unchecked(this.vs[i]) + 1, e = unchecked(this.ve[i]) - 1;
+    const s = this.at(i, 2) + 1, e = this.at(i, 3) - 1;
     if (fl & 2) {
       t.ptr = s;
       t.len = <i32>(e - s);
@@ -388,12 +395,12 @@ export class JsonReader {
   /** The field's unescaped string value (invalid UTF-8 and lone surrogates -> U+FFFD); null if absent or not a string. Allocates. */
   getString(key: string): string | null {
     const i = this.field(key);
-    if (i < 0 || load<u8>(unchecked(this.vs[i])) != 0x22) {
+    if (i < 0 || load<u8>(this.at(i, 2)) != 0x22) {
       this.miss();
       return null;
     }
     this.found = true;
-    const s = unchecked(this.vs[i]) + 1, e = unchecked(this.ve[i]) - 1;
+    const s = this.at(i, 2) + 1, e = this.at(i, 3) - 1;
     if (unchecked(this.fl[i]) & 2) return String.UTF8.decodeUnsafe(s, e - s);
     const q = unescScratch.ptr(<i32>(e - s) * 3);
     const n = unescape(s, e, q);
@@ -408,8 +415,8 @@ export class JsonReader {
       return null;
     }
     this.found = true;
-    const s = unchecked(this.vs[i]);
-    return String.UTF8.decodeUnsafe(s, unchecked(this.ve[i]) - s);
+    const s = this.at(i, 2);
+    return String.UTF8.decodeUnsafe(s, this.at(i, 3) - s);
   }
 
   @inline private hit<T>(v: T): T {
@@ -422,16 +429,26 @@ export class JsonReader {
     this.ok = false;
   }
 
+  /** Address k (0 key start, 1 key end, 2 value start, 3 value end) of member i. */
+  // @ts-ignore: decorator
+  @inline private at(i: i32, k: i32): usize { return unchecked(this.mem[(i << 2) + k]); }
+
   /** The index of the first member named key, or -1. */
   private field(key: string): i32 {
     const ascii = isAscii(key);
     let kp: usize = 0, kl = 0;
-    if (!ascii) {
+    if (ascii) {
+      kl = key.length;
+    } else {
       kl = utf8Into(nameScratch, key);
       kp = changetype<usize>(nameScratch.buf);
     }
-    for (let i = 0, n = this.n; i < n; i++) {
-      if (this.keyIs(i, key, ascii, kp, kl)) return i;
+    const n = this.n;
+    if (n > 0 && (!ascii || kl == 0 || this.anyKey ||
+      (this.sigs & keySig(kl, load<u16>(changetype<usize>(key)), load<u16>(changetype<usize>(key) + (<usize>(kl - 1) << 1)))) != 0)) {
+      for (let i = 0; i < n; i++) {
+        if (this.keyIs(i, key, ascii, kp, kl)) return i;
+      }
     }
     const end = this.ptr + <usize>this.len;
     while (this.next != 0) {
@@ -447,10 +464,11 @@ export class JsonReader {
     return -1;
   }
 
+  /** Whether member i's key is key (ascii: key is ASCII, of kl bytes; else its UTF-8 is kp..kp+kl). */
   private keyIs(i: i32, key: string, ascii: bool, kp: usize, kl: i32): bool {
-    const s = unchecked(this.ks[i]), e = unchecked(this.ke[i]);
+    const s = this.at(i, 0), e = this.at(i, 1);
     const plain = (unchecked(this.fl[i]) & 1) != 0;
-    if (ascii && plain) return asciiEqual(s, <i32>(e - s), key);
+    if (ascii && plain) return <i32>(e - s) == kl && asciiEqual(s, kl, key);
     if (ascii) {
       kl = utf8Into(nameScratch, key);
       kp = changetype<usize>(nameScratch.buf);
@@ -461,24 +479,42 @@ export class JsonReader {
   /** Appends the member nextMember just parsed; returns its index. */
   private record(): i32 {
     const i = this.n;
-    if (i == this.ks.length) {
+    if (i == this.fl.length) {
       const c = i << 1;
-      this.ks = grown(this.ks, c);
-      this.ke = grown(this.ke, c);
-      this.vs = grown(this.vs, c);
-      this.ve = grown(this.ve, c);
+      this.mem = grown(this.mem, c << 2);
       const fl = new StaticArray<u8>(c);
       memory.copy(changetype<usize>(fl), changetype<usize>(this.fl), <usize>i);
       this.fl = fl;
+      const texts = newViews(c);
+      for (let k = 0; k < i; k++) unchecked(texts[k] = unchecked(this.texts[k]));
+      this.texts = texts;
     }
-    unchecked(this.ks[i] = mKeyStart);
-    unchecked(this.ke[i] = mKeyEnd);
-    unchecked(this.vs[i] = mValStart);
-    unchecked(this.ve[i] = mValEnd);
+    const mem = this.mem, k = i << 2;
+    unchecked(mem[k] = mKeyStart);
+    unchecked(mem[k + 1] = mKeyEnd);
+    unchecked(mem[k + 2] = mValStart);
+    unchecked(mem[k + 3] = mValEnd);
     unchecked(this.fl[i] = <u8>((mKeyPlain ? 1 : 0) | (mValPlain ? 2 : 0)));
+    if (!mKeyPlain || mKeyEnd == mKeyStart) {
+      this.anyKey = true; // the filter holds plain, non-empty keys only
+    } else {
+      this.sigs |= keySig(<i32>(mKeyEnd - mKeyStart), load<u8>(mKeyStart), load<u8>(mKeyEnd - 1));
+    }
     this.n = i + 1;
     return i;
   }
+}
+
+/** The Bloom filter bit of a key of n bytes whose first and last bytes (or ASCII units) are a and z. */
+// @ts-ignore: decorator
+@inline function keySig(n: i32, a: u32, z: u32): u64 {
+  return <u64>1 << (((<u32>n * 0x9E3779B1) ^ (a * 0x85EBCA6B) ^ (z * 0xC2B2AE35)) >> 26);
+}
+
+function newViews(n: i32): StaticArray<Bytes> {
+  const a = new StaticArray<Bytes>(n);
+  for (let i = 0; i < n; i++) unchecked(a[i] = new Bytes());
+  return a;
 }
 
 function grown(a: StaticArray<usize>, n: i32): StaticArray<usize> {
@@ -807,19 +843,22 @@ export class JsonWriter {
     return out;
   }
 
-  private reserve(n: i32): usize {
+  // @ts-ignore: decorator
+  @inline private reserve(n: i32): usize {
     this.buf = ensureBuffer(this.buf, this.len, this.len + n);
     return changetype<usize>(this.buf) + <usize>this.len;
   }
 
-  private byte(c: u32): void {
+  // @ts-ignore: decorator
+  @inline private byte(c: u32): void {
     store<u8>(this.reserve(1), c);
     this.len++;
   }
 
   private ascii(s: string): void {
     const p = this.reserve(s.length);
-    for (let i = 0; i < s.length; i++) store<u8>(p + i, s.charCodeAt(i));
+    const sp = changetype<usize>(s);
+    for (let i = 0, n = s.length; i < n; i++) store<u8>(p + <usize>i, load<u16>(sp + (<usize>i << 1)));
     this.len += s.length;
   }
 
@@ -832,11 +871,12 @@ export class JsonWriter {
 
   private quoted(s: string): void {
     const n = s.length;
+    const sp = changetype<usize>(s);
     let p = this.reserve(n * 6 + 2); // worst case: every unit as \u00XX
     const p0 = p;
     store<u8>(p++, 0x22);
     for (let i = 0; i < n; i++) {
-      let c = <u32>s.charCodeAt(i);
+      let c = <u32>load<u16>(sp + (<usize>i << 1));
       if (c >= 0x20 && c != 0x22 && c != 0x5C && c < 0x80) {
         store<u8>(p++, c);
         continue;
@@ -857,7 +897,7 @@ export class JsonWriter {
       }
       if (c >= 0xD800 && c < 0xE000) {
         if (c < 0xDC00 && i + 1 < n) {
-          const lo = <u32>s.charCodeAt(i + 1);
+          const lo = <u32>load<u16>(sp + (<usize>(i + 1) << 1));
           if (lo >= 0xDC00 && lo < 0xE000) {
             p = putRune(p, 0x10000 + ((c - 0xD800) << 10) + (lo - 0xDC00));
             i++;

@@ -204,6 +204,10 @@ func TestReaderSequenceAgreesWithGo(t *testing.T) {
 		{`{"a":1,"b":[,"c":3}`, []string{"c", "a", "b"}},
 		{`{"é":1,"e":2}`, []string{"e", "é"}},
 		{`{}`, []string{"a", "b"}},
+		{`{"":1,"a":2,"":3}`, []string{"a", "", ""}},
+		{`{"a\u0062":1,"ab":2}`, []string{"x", "ab", "a\u0062"}},
+		{`{"ab":1,"a\u0062":2,"ba":3}`, []string{"ba", "ab"}},
+		{`{"éa":1,"ea":2}`, []string{"ea", "éa", "x"}},
 		{`{"a":1`, []string{"a"}},
 	}
 	for _, tt := range tests {
