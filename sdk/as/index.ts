@@ -34,7 +34,7 @@
 // Strings: collection names and keys are AssemblyScript strings, sent to the host as UTF-8 (unpaired
 // surrogates become U+FFFD), or UTF-8 bytes (Bytes, Key, ArrayBuffer). Documents are JSON objects.
 
-import { Bytes, BytesIndex, JsonReader, JsonWriter, Scratch, ensureBuffer, utf8Into, validUTF8 } from "./json";
+import { Bytes, BytesIndex, JsonReader, JsonWriter, Scratch, grownBuffer, utf8Into, validUTF8 } from "./json";
 export { Bytes, BytesIndex, JsonFields, JsonReader, JsonWriter, Key } from "./json";
 
 // ---- host imports (ABI.md §1) ----
@@ -374,7 +374,7 @@ export class Batch {
       unchecked(this.docLen[e] = n);
       return;
     }
-    this.arena = ensureBuffer(this.arena, this.arenaLen, this.arenaLen + n);
+    if (this.arenaLen + n > this.arena.byteLength) this.arena = grownBuffer(this.arena, this.arenaLen, this.arenaLen + n);
     memory.copy(changetype<usize>(this.arena) + <usize>this.arenaLen, p, n);
     unchecked(this.docOff[e] = this.arenaLen);
     unchecked(this.docLen[e] = n);
@@ -423,7 +423,7 @@ export class Batch {
         "\": want 1..1024 bytes of UTF-8 without NUL");
       return -1;
     }
-    this.ckey = ensureBuffer(this.ckey, 0, kl + 4);
+    if (kl + 4 > this.ckey.byteLength) this.ckey = grownBuffer(this.ckey, 0, kl + 4);
     const ck = changetype<usize>(this.ckey);
     store<u32>(ck, <u32>ci);
     memory.copy(ck + 4, kp, kl);
@@ -654,9 +654,8 @@ class Output {
   len: i32 = 0;
   private w: JsonWriter = new JsonWriter();
 
-  // @ts-ignore: decorator
-  @inline reserve(n: i32): usize {
-    this.buf = ensureBuffer(this.buf, this.len, this.len + n);
+  reserve(n: i32): usize {
+    if (this.len + n > this.buf.byteLength) this.buf = grownBuffer(this.buf, this.len, this.len + n);
     return changetype<usize>(this.buf) + <usize>this.len;
   }
 
