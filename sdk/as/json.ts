@@ -1070,16 +1070,12 @@ export class BytesIndex {
   }
 
   /**
-   * find of the key made of the 4 bytes of prefix (little-endian) then p..p+n, without building
-   * it; lastHash is then its hash.
+   * The index of the key made of the 4 bytes of prefix (little-endian) then p..p+n, or -1,
+   * without building it; lastHash is then its hash, for addHashed. Its hash is not find's:
+   * keys added that way are found by findPrefixed only.
    */
   findPrefixed(prefix: u32, p: usize, n: i32): i32 {
-    let h: u32 = 2166136261;
-    h = (h ^ (prefix & 0xFF)) * 16777619;
-    h = (h ^ ((prefix >> 8) & 0xFF)) * 16777619;
-    h = (h ^ ((prefix >> 16) & 0xFF)) * 16777619;
-    h = (h ^ (prefix >> 24)) * 16777619;
-    h = fnvMore(h, p, n);
+    const h = fnvMore(2166136261 ^ (prefix * 0x9E3779B1), p, n);
     this.lastHash = h;
     const mask = this.slots.length - 1;
     let s = <i32>h & mask;
