@@ -234,6 +234,21 @@ function writeInt(p: usize, v: i64): i32 {
   return nd + sign;
 }
 
+// Static strings (the names a handler reads, as literals) known to be ASCII, by address: a
+// direct-mapped cache, so that JsonReader checks a name once. Only strings below __heap_base
+// (the module's data) are cached: they never move or change.
+const asciiNames = new StaticArray<usize>(64);
+
+/** Whether the name s is ASCII (see asciiNames). */
+function asciiName(s: string): bool {
+  const p = changetype<usize>(s);
+  const slot = <i32>(p >> 4) & 63;
+  if (unchecked(asciiNames[slot]) == p) return true;
+  const a = isAscii(s);
+  if (a && p < __heap_base) unchecked(asciiNames[slot] = p);
+  return a;
+}
+
 /** Whether every UTF-16 unit of s is below 0x80 (four at a time). */
 function isAscii(s: string): bool {
   const p = changetype<usize>(s);
@@ -431,19 +446,18 @@ export class JsonReader {
 
   /** The index of the first member named key, or -1. */
   private field(key: string): i32 {
-    const ascii = isAscii(key);
-    let kp: usize = 0, kl = 0;
-    if (ascii) {
-      kl = key.length;
-    } else {
-      kl = utf8Into(nameScratch, key);
-      kp = changetype<usize>(nameScratch.buf);
-    }
+    if (!asciiName(key)) return this.fieldSlow(key);
+    const kl = key.length;
     const n = this.n;
-    if (n > 0 && (!ascii || kl == 0 || this.anyKey ||
+    if (n > 0 && (kl == 0 || this.anyKey ||
       (this.sigs & keySig(kl, load<u16>(changetype<usize>(key)), load<u16>(changetype<usize>(key) + (<usize>(kl - 1) << 1)))) != 0)) {
       for (let i = 0; i < n; i++) {
-        if (this.keyIs(i, key, ascii, kp, kl)) return i;
+        const s = this.at(i, 0), e = this.at(i, 1);
+        if (unchecked(this.fl[i]) & 1) {
+          if (<i32>(e - s) == kl && asciiEqual(s, kl, key)) return i;
+        } else if (this.keyIs(i, key)) {
+          return i;
+        }
       }
     }
     const end = this.ptr + <usize>this.len;
@@ -455,21 +469,38 @@ export class JsonReader {
       }
       this.next = mLast ? 0 : r;
       const i = this.record();
-      if (this.keyIs(i, key, ascii, kp, kl)) return i;
+      if (mKeyPlain) {
+        if (<i32>(mKeyEnd - mKeyStart) == kl && asciiEqual(mKeyStart, kl, key)) return i;
+      } else if (this.keyIs(i, key)) {
+        return i;
+      }
     }
     return -1;
   }
 
-  /** Whether member i's key is key (ascii: key is ASCII, of kl bytes; else its UTF-8 is kp..kp+kl). */
-  private keyIs(i: i32, key: string, ascii: bool, kp: usize, kl: i32): bool {
-    const s = this.at(i, 0), e = this.at(i, 1);
-    const plain = (unchecked(this.fl[i]) & 1) != 0;
-    if (ascii && plain) return <i32>(e - s) == kl && asciiEqual(s, kl, key);
-    if (ascii) {
-      kl = utf8Into(nameScratch, key);
-      kp = changetype<usize>(nameScratch.buf);
+  /** field for a key that is not ASCII: compares UTF-8 bytes, members' keys unescaped. */
+  private fieldSlow(key: string): i32 {
+    for (let i = 0, n = this.n; i < n; i++) {
+      if (this.keyIs(i, key)) return i;
     }
-    return keyEqual(s, e, plain, kp, kl);
+    const end = this.ptr + <usize>this.len;
+    while (this.next != 0) {
+      const r = nextMember(this.next, end);
+      if (r == 0) {
+        this.next = 0;
+        break;
+      }
+      this.next = mLast ? 0 : r;
+      const i = this.record();
+      if (this.keyIs(i, key)) return i;
+    }
+    return -1;
+  }
+
+  /** Whether member i's key, unescaped, is key's UTF-8. */
+  private keyIs(i: i32, key: string): bool {
+    const kl = utf8Into(nameScratch, key);
+    return keyEqual(this.at(i, 0), this.at(i, 1), (unchecked(this.fl[i]) & 1) != 0, changetype<usize>(nameScratch.buf), kl);
   }
 
   /** Appends the member nextMember just parsed; returns its index. */
