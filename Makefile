@@ -108,7 +108,7 @@ bench: build wasm
 		--handler $$W/count-go.wasm --handler $$W/count-as.wasm --native count; echo; \
 	$$P bench handler --events $(BENCH_SMALL) --duration $(BENCH_DURATION) --batch-sizes 1,100,1000 \
 		--handler $$W/flightdelays-go.wasm --handler $$W/flightdelays-as.wasm --native flightdelays; echo; \
-	echo "== AssemblyScript flightdelays, the documented example (State) against the hand-tuned one it replaced (documented/tuned: CPU time)"; \
+	echo "== AssemblyScript flightdelays, the documented example (State) against the hand-tuned one it replaced (documented/tuned: CPU time; through the host, then guest only)"; \
 	$(GO) test -run '^$$' -bench ASDocumentedVsTuned -benchtime 10x ./plugins/examples/ | grep -E '^Benchmark'; echo; \
 	if [ -n "$(BENCH_BIG)" ]; then ev="--events $(BENCH_BIG) --limit $(BENCH_E2E_LIMIT)"; \
 		echo "== e2e over $(BENCH_BIG) (first $(BENCH_E2E_LIMIT) events; 0 = all)"; \
