@@ -257,6 +257,7 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 			return nil, err
 		}
 	}
+	h.stdout.resetCapture()
 	h.stderr.resetCapture()
 
 	h.stack[0] = uint64(size)
@@ -322,6 +323,7 @@ func (h *Handler) instantiate(ctx, callCtx context.Context, first, last string) 
 		WithStartFunctions(). // _initialize is called below, under the deadline
 		WithStdout(h.stdout).
 		WithStderr(h.stderr)
+	h.stdout.resetCapture()
 	h.stderr.resetCapture()
 	ictx := callCtx
 	if h.allocator != nil {
@@ -405,10 +407,14 @@ func (h *Handler) callFailed(ctx context.Context, err error, fn, first, last str
 	if s := h.stderr.summary(4); s != "" {
 		// A Go reactor that panics prints the panic and calls runtime.abort (unreachable).
 		if strings.Contains(err.Error(), "\t.runtime.abort(") && (strings.HasPrefix(s, "panic: ") || strings.HasPrefix(s, "fatal error: ")) {
-			msg = fmt.Sprintf("%s: the Go guest panicked: %s; the instance was discarded", fn, s)
+			msg = fmt.Sprintf("%s: the Go guest panicked: %s%s; the instance was discarded", fn, s, h.memoryHint())
 		} else {
 			msg += "; guest stderr: " + s
 		}
+	} else if s := h.stdout.panicText(4); s != "" && strings.Contains(err.Error(), "wasm error: unreachable") && strings.Contains(err.Error(), ".runtime.") {
+		// A TinyGo guest that panics prints the panic to stdout and traps (unreachable) in its
+		// runtime's panic functions.
+		msg = fmt.Sprintf("%s: the Go guest panicked: %s%s; the instance was discarded", fn, s, h.memoryHint())
 	}
 	return h.poison(ctx, ErrTrap, first, last, msg)
 }

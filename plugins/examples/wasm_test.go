@@ -281,11 +281,9 @@ func TestModulesMatchNative(t *testing.T) {
 
 // TestTinyGoModulesMatchGo: the examples built with TinyGo write the same documents, byte for
 // byte, as the standard Go builds and the native run. Skipped unless TinyGo is installed
-// (make tinygo).
+// (make tinygo; testwasm.RequireTinyGo).
 func TestTinyGoModulesMatchGo(t *testing.T) {
-	if !testwasm.TinyGoInstalled(t) {
-		t.Skipf("TinyGo is not installed in %s (make tinygo)", testwasm.TinyGoDir)
-	}
+	testwasm.RequireTinyGo(t)
 	evs := flights(t, "flights-2k.json")
 	tests := []struct {
 		goModule, tinyModule string
@@ -322,11 +320,7 @@ func TestModulesFailMalformedEvents(t *testing.T) {
 	ev := func(seq, data string) wasmabi.Event {
 		return wasmabi.Event{Seq: []byte(seq), PartitionKey: []byte("A"), Data: []byte(data)}
 	}
-	modules := []string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS}
-	if testwasm.TinyGoInstalled(t) {
-		modules = append(modules, testwasm.FlightDelaysTinyGo)
-	}
-	for _, module := range modules {
+	for _, module := range append([]string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS}, testwasm.TinyGoModules(t, testwasm.FlightDelaysTinyGo)...) {
 		t.Run(module, func(t *testing.T) {
 			h := newMiniHost(t, module)
 			tests := []struct{ data, want string }{
@@ -366,7 +360,7 @@ func TestModulesFailMalformedEvents(t *testing.T) {
 }
 
 func TestReadBufferGrowsForLargeDocuments(t *testing.T) {
-	for _, module := range []string{testwasm.CountGo, testwasm.CountAS} {
+	for _, module := range append([]string{testwasm.CountGo, testwasm.CountAS}, testwasm.TinyGoModules(t, testwasm.CountTinyGo)...) {
 		t.Run(module, func(t *testing.T) {
 			h := newMiniHost(t, module)
 			h.store["counts/K"] = []byte(`{"pad":"` + strings.Repeat("x", 10000) + `","count":41}`)
@@ -386,7 +380,7 @@ func TestReadBufferGrowsForLargeDocuments(t *testing.T) {
 func BenchmarkModules(b *testing.B) {
 	evs := flights(b, "flights-20k.json")
 	bs := batches(b, evs, 100)
-	for _, module := range []string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS, testwasm.CountGo, testwasm.CountAS} {
+	for _, module := range append([]string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS, testwasm.CountGo, testwasm.CountAS}, testwasm.TinyGoModules(b, testwasm.FlightDelaysTinyGo, testwasm.CountTinyGo)...) {
 		b.Run(module, func(b *testing.B) {
 			h := newMiniHost(b, module)
 			b.ResetTimer()
