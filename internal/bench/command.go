@@ -33,10 +33,11 @@ events per second of one goroutine, the median of repeated passes over the event
 
   bench handler  a module through the host against an in-memory read model
   bench native   a Go example handler without WebAssembly (the baseline)
-  bench e2e      journal append and a runner projecting into the embedded store`,
+  bench e2e      journal append and a runner projecting into the embedded store
+  bench sustained  appending and projecting at once, in processes, for a fixed time`,
 		Args: cobra.NoArgs,
 	}
-	root.AddCommand(handlerCommand(natives), nativeCommand(natives), e2eCommand())
+	root.AddCommand(handlerCommand(natives), nativeCommand(natives), e2eCommand(), sustainedCommand())
 	return root
 }
 
