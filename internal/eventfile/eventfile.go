@@ -51,7 +51,7 @@ func Scan(r io.Reader, keyField string, fn func(i int, key string, raw []byte) e
 	if err != nil || c == atEnd {
 		return err // an empty file: no events
 	}
-	sc := &objectScanner{keyField: keyField}
+	sc := newObjectScanner(keyField)
 	array := c == '['
 	if array {
 		in.pos++

@@ -45,10 +45,11 @@ func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\
 // over its bytes. It accepts what encoding/json accepts (invalid UTF-8 inside strings
 // included), compacts as json.Compact does (drops the white space between tokens) and takes
 // the key field's value as encoding/json's decoding into a map would (the last of duplicate
-// names; names compared after unescaping). The zero value is ready; it is not safe for
-// concurrent use.
+// names; names compared after unescaping). Make one with newObjectScanner; it is not safe
+// for concurrent use.
 type objectScanner struct {
 	keyField string
+	plain    bool   // keyField is valid UTF-8 without U+FFFD: an unescaped name is it iff equal
 	stack    []bool // open containers: true for an object
 	out      []byte // the compacted element when it held white space between tokens
 	keys     map[string]string
@@ -57,6 +58,11 @@ type objectScanner struct {
 	compacted        bool // out holds the element (white space was dropped)
 	keyStart, keyEnd int  // the key field's value in the element; keyEnd 0 when absent
 	keyEsc           bool // the key field's value is a string with escapes
+}
+
+func newObjectScanner(keyField string) *objectScanner {
+	return &objectScanner{keyField: keyField,
+		plain: utf8.ValidString(keyField) && !strings.ContainsRune(keyField, utf8.RuneError)}
 }
 
 // object scans the JSON object at the start of b (b[0] == '{') and returns the length of its
@@ -229,7 +235,8 @@ name:
 // isKeyField reports whether the quoted object name q is keyField once decoded.
 func (s *objectScanner) isKeyField(q []byte, esc bool) bool {
 	raw := q[1 : len(q)-1]
-	if !esc && utf8.Valid(raw) {
+	if !esc && (s.plain || utf8.Valid(raw)) {
+		// Without escapes a name decodes to itself, or (invalid UTF-8) to text with U+FFFD.
 		return string(raw) == s.keyField
 	}
 	// Escapes or invalid UTF-8 (which encoding/json decodes as U+FFFD): decode as it does.
@@ -255,8 +262,8 @@ func (s *objectScanner) key(b []byte) (string, error) {
 		}
 		if !s.keyEsc {
 			key = s.intern(raw)
-		} else if json.Unmarshal(v, &key) != nil {
-			return "", &keyError{fmt.Sprintf("field %q is not a valid string", f)}
+		} else if key = unquote(v); key == "" {
+			return "", &keyError{fmt.Sprintf("field %q is empty or not a valid string", f)}
 		}
 		if key == "" {
 			return "", &keyError{fmt.Sprintf("field %q is empty or not a valid string", f)}
@@ -274,6 +281,15 @@ func (s *objectScanner) key(b []byte) (string, error) {
 			f, n, wasmabi.MaxKeyChars)}
 	}
 	return key, nil
+}
+
+// unquote decodes the JSON string q as encoding/json does ("" if it cannot).
+func unquote(q []byte) string {
+	var s string
+	if json.Unmarshal(q, &s) != nil {
+		return ""
+	}
+	return s
 }
 
 // maxInterned bounds the keys intern remembers (it forgets them all when full).

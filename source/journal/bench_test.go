@@ -1,10 +1,16 @@
 package journal
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/projhost/projhost/internal/eventfile"
 )
 
 var airports = []string{"ATL", "ORD", "DFW", "DEN", "LAX", "SFO", "PHX", "IAH", "LAS", "DTW",
@@ -24,12 +30,16 @@ func flightEvents(n int) []AppendEvent {
 	return evs
 }
 
-// BenchmarkAppend appends ~90-byte events to 16 shards, 1000 per call (one transaction each):
-// on the shards Create made (routed by the even split) and on 16 open shards made by splitting
-// 8 of them in two and merging 8 pairs (routed by a search of the open shards' ranges, after 24
-// closed ones). Reports events/s.
+// BenchmarkAppend appends ~90-byte events shaped like the flights data set, in calls of
+// TxEvents (one transaction each): to 4 and to 100 shards made by Create (routed by the even
+// split), and to 16 open shards made by splitting 8 of 16 in two and merging 8 pairs (routed
+// by a search of the open shards' ranges, after 24 closed ones). Reports events/s and the
+// process's CPU time per event (user+system, every thread: steadier than wall time on a shared
+// machine).
 func BenchmarkAppend(b *testing.B) {
-	b.Run("created", func(b *testing.B) { benchAppend(b, create(b, b.TempDir(), 16)) })
+	for _, n := range []int{4, 100} {
+		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) { benchAppend(b, create(b, b.TempDir(), n)) })
+	}
 	b.Run("resharded", func(b *testing.B) {
 		ctx := context.Background()
 		j := create(b, b.TempDir(), 16)
@@ -48,21 +58,84 @@ func BenchmarkAppend(b *testing.B) {
 }
 
 func benchAppend(b *testing.B, j *Journal) {
-	evs := flightEvents(1000)
+	evs := flightEvents(TxEvents)
 	ctx := context.Background()
 	b.SetBytes(int64(len(evs[0].Data)) * int64(len(evs)))
-	b.ResetTimer()
-	start := time.Now()
-	for i := 0; i < b.N; i++ {
+	cpu0 := cpuTime()
+	for b.Loop() {
 		if _, err := j.Append(ctx, evs); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(b.N*len(evs))/time.Since(start).Seconds(), "events/s")
+	reportRates(b, b.N*len(evs), cpu0)
+}
+
+// BenchmarkAppendFile is `projhost journal append`'s path on 100 shards: plugins/examples'
+// flights-20k.json as JSON lines through eventfile.Scan, appended in calls of TxEvents. One op
+// is the 20,000 events. Reports events/s and CPU time per event as BenchmarkAppend.
+func BenchmarkAppendFile(b *testing.B) {
+	arr, err := os.ReadFile("../../plugins/examples/flightdelays/data/flights-20k.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var objs []json.RawMessage
+	if err := json.Unmarshal(arr, &objs); err != nil {
+		b.Fatal(err)
+	}
+	var lines bytes.Buffer
+	for _, o := range objs {
+		lines.Write(o)
+		lines.WriteByte('\n')
+	}
+	j := create(b, b.TempDir(), 100)
+	ctx := context.Background()
+	buf := make([]AppendEvent, 0, TxEvents)
+	var data []byte
+	flush := func() {
+		if _, err := j.Append(ctx, buf); err != nil {
+			b.Fatal(err)
+		}
+		buf, data = buf[:0], data[:0]
+	}
+	b.SetBytes(int64(lines.Len()))
+	cpu0 := cpuTime()
+	for b.Loop() {
+		err := eventfile.Scan(bytes.NewReader(lines.Bytes()), "origin", func(_ int, key string, raw []byte) error {
+			at := len(data)
+			data = append(data, raw...)
+			buf = append(buf, AppendEvent{PartitionKey: key, Data: data[at:len(data):len(data)]})
+			if len(buf) == cap(buf) {
+				flush()
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(buf) > 0 {
+			flush()
+		}
+	}
+	reportRates(b, b.N*len(objs), cpu0)
+}
+
+// cpuTime returns the process's user+system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportRates reports events/s (wall) and CPU ns/event since cpu0.
+func reportRates(b *testing.B, events int, cpu0 time.Duration) {
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(events), "cpu-ns/event")
 }
 
 // BenchmarkRead reads 16 shards of ~90-byte events in seq order, 1000 per Read, on one reader
-// at a time. Reports events/s.
+// at a time. Reports events/s and CPU time per event as BenchmarkAppend.
 func BenchmarkRead(b *testing.B) {
 	const total = 160_000
 	j := create(b, b.TempDir(), 16)
@@ -71,10 +144,9 @@ func BenchmarkRead(b *testing.B) {
 	if _, err := j.Append(ctx, evs); err != nil {
 		b.Fatal(err)
 	}
-	b.ResetTimer()
-	start := time.Now()
 	n := 0
-	for i := 0; i < b.N; i++ {
+	cpu0 := cpuTime()
+	for b.Loop() {
 		for s := 0; s < 16; s++ {
 			r, err := j.Open(ctx, ShardID(s), "")
 			if err != nil {
@@ -95,5 +167,5 @@ func BenchmarkRead(b *testing.B) {
 	if n != b.N*total {
 		b.Fatalf("read %d events, want %d", n, b.N*total)
 	}
-	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "events/s")
+	reportRates(b, n, cpu0)
 }

@@ -75,7 +75,7 @@ const (
 	MaxDataLen         = 1 << 20 // bytes
 	// TxEvents is how many events one append transaction holds at most (ValidateAppendBatch's
 	// maximum).
-	TxEvents = 1000
+	TxEvents = 10000
 	// DefaultReadMax is the batch size Read uses when asked for max <= 0; MaxRead bounds max
 	// (Kinesis GetRecords' limit).
 	DefaultReadMax = 1000
@@ -152,12 +152,15 @@ type Journal struct {
 	path     string
 	shards   int // the count Create made
 	ro       bool
-	v1       bool // read-only on a schema version 1 journal: no shards table
 	poll     time.Duration
 	busy     time.Duration
+	version  int        // the schema version: below schemaVersion only when read-only
 	wmu      sync.Mutex // serialises this process's appends (other processes: SQLite's lock)
-	readStmt *sql.Stmt
+	w        appendState
+	readStmt *sql.Stmt // a shard's chunks (events, before version 3) after a sequence number
 	headStmt *sql.Stmt
+
+	appendHead, appendChunk, appendSetHead *sql.Stmt // nil when read-only
 
 	lmu sync.Mutex
 	lay *layout // the last shard layout loaded
@@ -248,13 +251,13 @@ func open(dir string, shards int, opts []Option) (*Journal, error) {
 		return nil, fmt.Errorf("journal: open %s: %w", path, wrapBusy(err, path, o.busy))
 	}
 	db.SetMaxIdleConns(8)
-	j := &Journal{db: db, path: path, poll: o.poll, busy: o.busy, ro: o.ro}
+	j := &Journal{db: db, path: path, poll: o.poll, busy: o.busy, ro: o.ro, version: schemaVersion}
 	if err := j.init(shards); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("journal: open %s: %w", path, wrapBusy(err, path, o.busy))
 	}
 	if o.ro {
-		if err := j.checkV1(); err != nil {
+		if err := j.checkVersion(); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("journal: open %s: %w", path, err)
 		}
@@ -262,19 +265,54 @@ func open(dir string, shards int, opts []Option) (*Journal, error) {
 		db.Close()
 		return nil, fmt.Errorf("journal: open %s: upgrade to schema version %d: %w", path, schemaVersion, wrapBusy(err, path, o.busy))
 	}
-	headQuery := `SELECT h.seq, s.closed, s.base FROM heads h JOIN shards s ON s.shard = h.shard WHERE h.shard = ?`
-	if j.v1 {
-		headQuery = `SELECT seq, 0, 0 FROM heads WHERE shard = ?`
-	}
-	if j.readStmt, err = db.Prepare(`SELECT seq, partition_key, arrival_ms, data FROM events
-		WHERE shard = ? AND seq > ? ORDER BY seq LIMIT ?`); err == nil {
-		j.headStmt, err = db.Prepare(headQuery)
-	}
-	if err != nil {
-		db.Close()
+	if err := j.prepare(); err != nil {
+		j.Close()
 		return nil, fmt.Errorf("journal: open %s: %w", path, err)
 	}
 	return j, nil
+}
+
+// prepare prepares the statements that reads and appends run again and again.
+func (j *Journal) prepare() error {
+	headQuery := `SELECT h.seq, s.closed, s.base FROM heads h JOIN shards s ON s.shard = h.shard WHERE h.shard = ?`
+	if j.version == 1 {
+		headQuery = `SELECT seq, 0, 0 FROM heads WHERE shard = ?`
+	}
+	readQuery := `SELECT first_seq, last_seq, arrival_ms, events FROM chunks
+		WHERE shard = ? AND last_seq > ? ORDER BY last_seq LIMIT ?`
+	if j.version < 3 {
+		readQuery = `SELECT seq, seq, arrival_ms, partition_key, data FROM events
+			WHERE shard = ? AND seq > ? ORDER BY seq LIMIT ?`
+	}
+	for _, p := range []struct {
+		st **sql.Stmt
+		q  string
+	}{
+		{&j.readStmt, readQuery},
+		{&j.headStmt, headQuery},
+	} {
+		var err error
+		if *p.st, err = j.db.Prepare(p.q); err != nil {
+			return err
+		}
+	}
+	if j.ro {
+		return nil
+	}
+	for _, p := range []struct {
+		st **sql.Stmt
+		q  string
+	}{
+		{&j.appendHead, `SELECT seq FROM heads WHERE shard = ?`},
+		{&j.appendChunk, `INSERT INTO chunks (shard, first_seq, last_seq, arrival_ms, events) VALUES (?, ?, ?, ?, ?)`},
+		{&j.appendSetHead, `UPDATE heads SET seq = ? WHERE shard = ?`},
+	} {
+		var err error
+		if *p.st, err = j.db.Prepare(p.q); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 const schema = `
@@ -288,14 +326,15 @@ CREATE TABLE IF NOT EXISTS shards (
 	closed     INTEGER NOT NULL,
 	base       INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS events (
-	shard         INTEGER NOT NULL,
-	seq           INTEGER NOT NULL,
-	partition_key TEXT NOT NULL,
-	arrival_ms    INTEGER NOT NULL,
-	data          BLOB NOT NULL,
-	PRIMARY KEY (shard, seq)
-) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS chunks (
+	id         INTEGER PRIMARY KEY,
+	shard      INTEGER NOT NULL,
+	first_seq  INTEGER NOT NULL,
+	last_seq   INTEGER NOT NULL,
+	arrival_ms INTEGER NOT NULL,
+	events     BLOB NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS chunks_by_seq ON chunks (shard, last_seq);
 `
 
 // init creates the tables when create > 0 and reads the shard count.
@@ -367,8 +406,11 @@ func (j *Journal) ShardCount() int { return j.shards }
 
 // Close closes the journal; readers opened from it stop working.
 func (j *Journal) Close() error {
-	j.readStmt.Close()
-	j.headStmt.Close()
+	for _, st := range []*sql.Stmt{j.readStmt, j.headStmt, j.appendHead, j.appendChunk, j.appendSetHead} {
+		if st != nil {
+			st.Close()
+		}
+	}
 	return j.db.Close()
 }
 
@@ -392,6 +434,8 @@ func ValidateAppendBatch(n int) error {
 // errors.
 func (j *Journal) Append(ctx context.Context, events []AppendEvent) ([]Position, error) {
 	hashes := make([]hashKey, len(events))
+	// Keys repeat: MD5 once per distinct key (of the first 1024 met).
+	known := make(map[string]hashKey, min(len(events), 64))
 	for i, e := range events {
 		// Counted in characters, as Kinesis does (not bytes): at most 4 UTF-8 bytes each, so
 		// the ABI (wasmabi.MaxKeyLen, 1024 bytes) carries every key accepted here.
@@ -403,7 +447,14 @@ func (j *Journal) Append(ctx context.Context, events []AppendEvent) ([]Position,
 			return nil, fmt.Errorf("journal: append: event %d: data of %d bytes exceeds %d: %w",
 				i, len(e.Data), MaxDataLen, ErrInvalid)
 		}
-		hashes[i] = hashOf(e.PartitionKey)
+		h, ok := known[e.PartitionKey]
+		if !ok {
+			h = hashOf(e.PartitionKey)
+			if len(known) < 1024 {
+				known[e.PartitionKey] = h
+			}
+		}
+		hashes[i] = h
 	}
 	out := make([]Position, 0, len(events))
 	for start := 0; start < len(events); start += TxEvents {
@@ -417,7 +468,8 @@ func (j *Journal) Append(ctx context.Context, events []AppendEvent) ([]Position,
 	return out, nil
 }
 
-// appendTx appends events in one transaction and appends their positions to out.
+// appendTx appends events in one transaction and appends their positions to out: each shard's
+// events in chunks of about ChunkBytes, one row each.
 func (j *Journal) appendTx(ctx context.Context, events []AppendEvent, hashes []hashKey, out []Position) ([]Position, error) {
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
@@ -430,50 +482,112 @@ func (j *Journal) appendTx(ctx context.Context, events []AppendEvent, hashes []h
 	if err != nil {
 		return out, err
 	}
-	heads := map[int]int64{}
-	for _, h := range hashes {
-		s := lay.route(h)
-		if _, ok := heads[s]; !ok {
-			var seq int64
-			if err := tx.QueryRowContext(ctx, `SELECT seq FROM heads WHERE shard = ?`, s).Scan(&seq); err != nil {
-				return out, fmt.Errorf("corrupt journal: head of shard %d: %w", s, err)
-			}
-			heads[s] = seq
+	// Route: the shards touched, in order of first use, and each event's shard.
+	w := &j.w
+	w.reset(len(events), len(lay.shards))
+	for i, h := range hashes {
+		w.route(lay.route(h), i)
+	}
+	headStmt := tx.StmtContext(ctx, j.appendHead)
+	for _, s := range w.touched {
+		var seq int64
+		if err := headStmt.QueryRowContext(ctx, s).Scan(&seq); err != nil {
+			return out, fmt.Errorf("corrupt journal: head of shard %d: %w", s, err)
 		}
+		w.heads[s] = seq
 	}
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO events (shard, seq, partition_key, arrival_ms, data) VALUES (?, ?, ?, ?, ?)`)
-	if err != nil {
-		return out, err
-	}
-	defer ins.Close()
 	now := time.Now().UnixMilli()
-	n := len(out)
-	for i, e := range events {
-		s := lay.route(hashes[i])
-		heads[s]++
-		data := e.Data
-		if data == nil {
-			data = []byte{} // NOT NULL column
+	ins := tx.StmtContext(ctx, j.appendChunk)
+	for _, s := range w.touched {
+		seq := w.heads[s]
+		for i := w.first[s]; i >= 0; {
+			// One chunk: events of shard s from i while they fit in ChunkBytes (one at least).
+			first := seq + 1
+			w.buf = w.buf[:0]
+			for i >= 0 && (len(w.buf) == 0 || len(w.buf)+encodedLen(&events[i]) <= ChunkBytes) {
+				w.buf = appendEncoded(w.buf, &events[i])
+				seq++
+				w.seqs[i] = seq
+				i = w.next[i]
+			}
+			if _, err := ins.ExecContext(ctx, s, first, seq, now, w.buf); err != nil {
+				return out, err
+			}
 		}
-		if _, err := ins.ExecContext(ctx, s, heads[s], e.PartitionKey, now, data); err != nil {
-			return out[:n], err
-		}
-		out = append(out, Position{ShardID: lay.shards[s].ID, Seq: strconv.FormatInt(heads[s], 10)})
+		w.heads[s] = seq
 	}
-	upd, err := tx.PrepareContext(ctx, `UPDATE heads SET seq = ? WHERE shard = ?`)
-	if err != nil {
-		return out[:n], err
-	}
-	defer upd.Close()
-	for s, h := range heads {
-		if _, err := upd.ExecContext(ctx, h, s); err != nil {
-			return out[:n], err
+	upd := tx.StmtContext(ctx, j.appendSetHead)
+	for _, s := range w.touched {
+		if _, err := upd.ExecContext(ctx, w.heads[s], s); err != nil {
+			return out, err
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return out[:n], err
+		return out, err
+	}
+	// The positions' sequence numbers share one string.
+	w.buf = w.buf[:0]
+	for _, seq := range w.seqs {
+		w.buf = strconv.AppendInt(w.buf, seq, 10)
+	}
+	all, at := string(w.buf), 0
+	for i, seq := range w.seqs {
+		n := decimalLen(seq)
+		out = append(out, Position{ShardID: lay.shards[w.shard[i]].ID, Seq: all[at : at+n]})
+		at += n
 	}
 	return out, nil
+}
+
+// decimalLen is len(strconv.FormatInt(v, 10)) for v >= 0.
+func decimalLen(v int64) int {
+	n := 1
+	for ; v >= 10; v /= 10 {
+		n++
+	}
+	return n
+}
+
+// appendState is appendTx's scratch space, kept between transactions (under wmu). The slices
+// indexed by shard have an entry for each shard of the layout; first is -1 for the shards not
+// touched.
+type appendState struct {
+	touched []int   // shards in order of first use
+	heads   []int64 // shard -> its last sequence number
+	first   []int   // shard -> its first event
+	tail    []int   // shard -> its last event so far
+	next    []int   // event -> the next event of its shard, -1 for none
+	shard   []int   // event -> its shard
+	seqs    []int64 // event -> its sequence number
+	buf     []byte  // a chunk being encoded
+}
+
+// reset prepares w for n events over shards shards.
+func (w *appendState) reset(n, shards int) {
+	for _, s := range w.touched {
+		w.first[s] = -1
+	}
+	w.touched = w.touched[:0]
+	for len(w.first) < shards {
+		w.first = append(w.first, -1)
+	}
+	w.heads = slices.Grow(w.heads, shards)[:shards]
+	w.tail = slices.Grow(w.tail, shards)[:shards]
+	w.next = slices.Grow(w.next[:0], n)[:n]
+	w.shard = slices.Grow(w.shard[:0], n)[:n]
+	w.seqs = slices.Grow(w.seqs[:0], n)[:n]
+}
+
+// route puts event i on shard s, after the events routed there before.
+func (w *appendState) route(s, i int) {
+	w.next[i], w.shard[i] = -1, s
+	if w.first[s] < 0 {
+		w.first[s] = i
+		w.touched = append(w.touched, s)
+	} else {
+		w.next[w.tail[s]] = i
+	}
+	w.tail[s] = i
 }
 
 // Head returns the sequence number of the last event of a shard ("" when it is empty), closed
@@ -565,7 +679,7 @@ func (j *Journal) Open(ctx context.Context, shardID, after string) (source.Shard
 		return nil, fmt.Errorf("journal: open %s after %s (last event %d): %w", shardID, after, st.head, ErrBeyondHead)
 	}
 	i, _ := parseShardID(shardID)
-	return &reader{j: j, shard: i, id: shardID, last: max(pos, st.base)}, nil
+	return &reader{j: j, shard: i, id: shardID, last: max(pos, st.base), cur: chunkReader{next: 1}}, nil
 }
 
 // parseSeq parses a journal sequence number: a decimal number in int64 range.
@@ -584,7 +698,8 @@ type reader struct {
 	j     *Journal
 	shard int
 	id    string
-	last  int64 // last sequence number returned (or the start position)
+	last  int64       // last sequence number returned (or the start position)
+	cur   chunkReader // the rest of the last chunk read
 }
 
 // Read returns up to max events (DefaultReadMax when max <= 0, at most MaxRead) after the last
@@ -655,32 +770,72 @@ func (r *reader) ReadBytes(ctx context.Context, max, maxBytes int, wait time.Dur
 }
 
 // query reads up to max events after r.last, stopping before the one that would take their
-// data past maxBytes (the first is always taken). Rows are read one at a time, so the events
-// not taken are never loaded.
+// data past maxBytes (the first is always taken). The rest of the last chunk read is kept for
+// the next call; the chunks after it are never loaded.
 func (r *reader) query(ctx context.Context, max, maxBytes int) ([]source.Event, error) {
-	rows, err := r.j.readStmt.QueryContext(ctx, r.shard, r.last, max)
+	var events []source.Event
+	size := 0
+	// take moves events from r.cur while they fit; it reports whether the read is complete.
+	take := func() (bool, error) {
+		for !r.cur.empty() {
+			if len(events) == max {
+				return true, nil
+			}
+			if len(events) > 0 {
+				n, err := r.cur.peekLen()
+				if err != nil {
+					return false, err
+				}
+				if size+n > maxBytes {
+					return true, nil // left for the next read
+				}
+			}
+			seq := r.cur.next
+			key, data, err := r.cur.decode()
+			if err != nil {
+				return false, err
+			}
+			if events == nil {
+				events = make([]source.Event, 0, min(max, 64))
+			}
+			size += len(data)
+			events = append(events, source.Event{ShardID: r.id, Seq: strconv.FormatInt(seq, 10),
+				PartitionKey: key, ArrivalMs: r.cur.arrival, Data: data})
+			r.last = seq
+		}
+		return false, nil
+	}
+	if r.cur.next == r.last+1 {
+		if done, err := take(); done || err != nil {
+			return events, err
+		}
+	}
+	rows, err := r.j.readStmt.QueryContext(ctx, r.shard, r.last, max-len(events))
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var events []source.Event
-	size := 0
 	for rows.Next() {
-		var seq int64
-		e := source.Event{ShardID: r.id}
-		if err := rows.Scan(&seq, &e.PartitionKey, &e.ArrivalMs, &e.Data); err != nil {
+		var c chunkReader
+		if r.j.version < 3 {
+			var e AppendEvent
+			if err := rows.Scan(&c.next, &c.last, &c.arrival, &e.PartitionKey, &e.Data); err != nil {
+				return nil, err
+			}
+			c.b = appendEncoded(nil, &e)
+		} else if err := rows.Scan(&c.next, &c.last, &c.arrival, &c.b); err != nil {
 			return nil, err
 		}
-		if len(events) > 0 && size+len(e.Data) > maxBytes {
-			break // left for the next read
+		if err := c.skip(r.last); err != nil {
+			return nil, err
 		}
-		if events == nil {
-			events = make([]source.Event, 0, min(max, 64))
+		if c.empty() || c.next != r.last+1 {
+			return nil, fmt.Errorf("corrupt journal: after %d, the next chunk holds %d to %d", r.last, c.next, c.last)
 		}
-		size += len(e.Data)
-		e.Seq = strconv.FormatInt(seq, 10)
-		events = append(events, e)
-		r.last = seq
+		r.cur = c
+		if done, err := take(); done || err != nil {
+			return events, err
+		}
 	}
 	return events, rows.Err()
 }
@@ -767,9 +922,12 @@ func (j *Journal) SeqBefore(ctx context.Context, shardID string, t time.Time) (s
 		return "", err
 	}
 	i, _ := parseShardID(shardID)
+	q := `SELECT min(first_seq) FROM chunks WHERE shard = ? AND arrival_ms >= ?`
+	if j.version < 3 {
+		q = `SELECT min(seq) FROM events WHERE shard = ? AND arrival_ms >= ?`
+	}
 	var first sql.NullInt64
-	if err := j.db.QueryRowContext(ctx, `SELECT min(seq) FROM events WHERE shard = ? AND arrival_ms >= ?`,
-		i, t.UnixMilli()).Scan(&first); err != nil {
+	if err := j.db.QueryRowContext(ctx, q, i, t.UnixMilli()).Scan(&first); err != nil {
 		return "", fmt.Errorf("journal: position by time of %s: %w", shardID, err)
 	}
 	pos := st.head
