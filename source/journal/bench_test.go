@@ -13,9 +13,15 @@ import (
 	"github.com/projhost/projhost/internal/eventfile"
 )
 
-var airports = []string{"ATL", "ORD", "DFW", "DEN", "LAX", "SFO", "PHX", "IAH", "LAS", "DTW",
-	"MSP", "EWR", "SLC", "BOS", "CLT", "LGA", "MCO", "BWI", "SEA", "JFK", "PHL", "MDW", "CVG", "DCA",
-	"IAD", "FLL", "SAN", "TPA", "MIA", "STL"}
+// airports are 300 three-letter codes: the flights data set has 220 origins, enough keys to
+// reach every one of 100 shards.
+var airports = func() []string {
+	codes := make([]string, 300)
+	for i := range codes {
+		codes[i] = string([]byte{'A' + byte(i/26%26), 'A' + byte(i*7%26), 'A' + byte(i%26)})
+	}
+	return codes
+}()
 
 // flightEvents returns n events shaped like the flights data set (about 90 bytes each,
 // partition key = origin).
@@ -134,38 +140,48 @@ func reportRates(b *testing.B, events int, cpu0 time.Duration) {
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(events), "cpu-ns/event")
 }
 
-// BenchmarkRead reads 16 shards of ~90-byte events in seq order, 1000 per Read, on one reader
-// at a time. Reports events/s and CPU time per event as BenchmarkAppend.
+// BenchmarkRead reads every shard of a journal of ~90-byte events in seq order, on one reader
+// at a time: 16 shards of 10,000 events, 1000 per Read; and 100 shards of 1,600, 20 per Read
+// (a runner keeping up with a stream reads what arrived since its last read). Reports events/s
+// and CPU time per event as BenchmarkAppend.
 func BenchmarkRead(b *testing.B) {
-	const total = 160_000
-	j := create(b, b.TempDir(), 16)
-	ctx := context.Background()
-	evs := flightEvents(total)
-	if _, err := j.Append(ctx, evs); err != nil {
-		b.Fatal(err)
-	}
-	n := 0
-	cpu0 := cpuTime()
-	for b.Loop() {
-		for s := 0; s < 16; s++ {
-			r, err := j.Open(ctx, ShardID(s), "")
-			if err != nil {
-				b.Fatal(err)
-			}
-			for {
-				batch, err := r.Read(ctx, 1000, 0)
-				if err != nil {
+	for _, c := range []struct{ shards, perShard, max int }{{16, 10_000, 1000}, {100, 1600, 20}} {
+		b.Run(fmt.Sprintf("shards=%d/max=%d", c.shards, c.max), func(b *testing.B) {
+			total := c.shards * c.perShard
+			j := create(b, b.TempDir(), c.shards)
+			ctx := context.Background()
+			// Calls of 100 events per shard, as an appender streaming into 100 shards makes them.
+			for evs := flightEvents(total); len(evs) > 0; {
+				n := min(len(evs), 100*c.shards)
+				if _, err := j.Append(ctx, evs[:n]); err != nil {
 					b.Fatal(err)
 				}
-				n += len(batch.Events)
-				if batch.EventsBehind == 0 {
-					break
+				evs = evs[n:]
+			}
+			n := 0
+			cpu0 := cpuTime()
+			for b.Loop() {
+				for s := 0; s < c.shards; s++ {
+					r, err := j.Open(ctx, ShardID(s), "")
+					if err != nil {
+						b.Fatal(err)
+					}
+					for {
+						batch, err := r.Read(ctx, c.max, 0)
+						if err != nil {
+							b.Fatal(err)
+						}
+						n += len(batch.Events)
+						if batch.EventsBehind == 0 {
+							break
+						}
+					}
 				}
 			}
-		}
+			if n != b.N*total {
+				b.Fatalf("read %d events, want %d", n, b.N*total)
+			}
+			reportRates(b, n, cpu0)
+		})
 	}
-	if n != b.N*total {
-		b.Fatalf("read %d events, want %d", n, b.N*total)
-	}
-	reportRates(b, n, cpu0)
 }

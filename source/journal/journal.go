@@ -278,11 +278,22 @@ func (j *Journal) prepare() error {
 	if j.version == 1 {
 		headQuery = `SELECT seq, 0, 0 FROM heads WHERE shard = ?`
 	}
-	readQuery := `SELECT first_seq, last_seq, arrival_ms, events FROM chunks
-		WHERE shard = ? AND last_seq > ? ORDER BY last_seq LIMIT ?`
-	if j.version < 3 {
-		readQuery = `SELECT seq, seq, arrival_ms, partition_key, data FROM events
-			WHERE shard = ? AND seq > ? ORDER BY seq LIMIT ?`
+	// A read: the shard's head and closed flag, with its chunks after a sequence number (NULLs
+	// when there are none), in one statement (one snapshot).
+	readQuery := `SELECT h.seq, s.closed, c.first_seq, c.last_seq, c.arrival_ms, c.events
+		FROM heads h JOIN shards s ON s.shard = h.shard
+		LEFT JOIN chunks c ON c.shard = h.shard AND c.last_seq > ?2
+		WHERE h.shard = ?1 ORDER BY c.last_seq LIMIT ?3`
+	switch j.version {
+	case 1:
+		readQuery = `SELECT h.seq, 0, e.seq, e.seq, e.arrival_ms, e.partition_key, e.data
+			FROM heads h LEFT JOIN events e ON e.shard = h.shard AND e.seq > ?2
+			WHERE h.shard = ?1 ORDER BY e.seq LIMIT ?3`
+	case 2:
+		readQuery = `SELECT h.seq, s.closed, e.seq, e.seq, e.arrival_ms, e.partition_key, e.data
+			FROM heads h JOIN shards s ON s.shard = h.shard
+			LEFT JOIN events e ON e.shard = h.shard AND e.seq > ?2
+			WHERE h.shard = ?1 ORDER BY e.seq LIMIT ?3`
 	}
 	for _, p := range []struct {
 		st **sql.Stmt
@@ -729,30 +740,22 @@ func (r *reader) ReadBytes(ctx context.Context, max, maxBytes int, wait time.Dur
 		if err := ctx.Err(); err != nil {
 			return source.Batch{}, err
 		}
-		events, err := r.query(ctx, max, maxBytes)
+		events, st, err := r.query(ctx, max, maxBytes)
 		if err != nil {
 			if ctx.Err() != nil {
 				return source.Batch{}, ctx.Err()
 			}
 			return source.Batch{}, fmt.Errorf("journal: read %s: %w", r.id, err)
 		}
-		if len(events) == 0 {
-			// Head and closed come from one snapshot: closed with nothing after r.last is the
-			// end (a split or merge commits the close after the parent's last append).
-			st, err := r.j.state(ctx, r.shard)
-			if err != nil {
-				if ctx.Err() != nil {
-					return source.Batch{}, ctx.Err()
-				}
-				return source.Batch{}, fmt.Errorf("journal: read %s: %w", r.id, err)
-			}
-			if st.closed && r.last >= st.head {
-				return source.Batch{}, source.ErrShardEnded
-			}
+		// Head and closed come from the snapshot the events were read in: closed with nothing
+		// after r.last is the end (a split or merge commits the close after the parent's last
+		// append).
+		if len(events) == 0 && st.known && st.closed && r.last >= st.head {
+			return source.Batch{}, source.ErrShardEnded
 		}
 		left := time.Until(deadline)
 		if len(events) > 0 || left <= 0 {
-			return r.batch(ctx, events)
+			return r.batch(events, st), nil
 		}
 		d := min(left, r.j.poll)
 		if timer == nil {
@@ -769,11 +772,22 @@ func (r *reader) ReadBytes(ctx context.Context, max, maxBytes int, wait time.Dur
 	}
 }
 
+// readState is a shard's head and closed flag as a read saw them (known false when the read
+// could not tell).
+type readState struct {
+	head   int64
+	closed bool
+	known  bool
+}
+
 // query reads up to max events after r.last, stopping before the one that would take their
-// data past maxBytes (the first is always taken). The rest of the last chunk read is kept for
-// the next call; the chunks after it are never loaded.
-func (r *reader) query(ctx context.Context, max, maxBytes int) ([]source.Event, error) {
+// data past maxBytes (the first is always taken), and the shard's head and closed flag in the
+// same snapshot: one statement. The rest of the last chunk read is kept for the next call; the
+// chunks after it are never loaded. A read the kept chunk satisfies reads the head alone; if
+// that fails, the events are returned with the state unknown.
+func (r *reader) query(ctx context.Context, max, maxBytes int) ([]source.Event, readState, error) {
 	var events []source.Event
+	var seqs []int64
 	size := 0
 	// take moves events from r.cur while they fit; it reports whether the read is complete.
 	take := func() (bool, error) {
@@ -799,56 +813,99 @@ func (r *reader) query(ctx context.Context, max, maxBytes int) ([]source.Event, 
 				events = make([]source.Event, 0, min(max, 64))
 			}
 			size += len(data)
-			events = append(events, source.Event{ShardID: r.id, Seq: strconv.FormatInt(seq, 10),
-				PartitionKey: key, ArrivalMs: r.cur.arrival, Data: data})
+			events = append(events, source.Event{ShardID: r.id, PartitionKey: key, ArrivalMs: r.cur.arrival, Data: data})
+			seqs = append(seqs, seq)
 			r.last = seq
 		}
 		return false, nil
 	}
-	if r.cur.next == r.last+1 {
-		if done, err := take(); done || err != nil {
-			return events, err
-		}
-	}
-	rows, err := r.j.readStmt.QueryContext(ctx, r.shard, r.last, max-len(events))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var c chunkReader
-		if r.j.version < 3 {
-			var e AppendEvent
-			if err := rows.Scan(&c.next, &c.last, &c.arrival, &e.PartitionKey, &e.Data); err != nil {
-				return nil, err
-			}
-			c.b = appendEncoded(nil, &e)
-		} else if err := rows.Scan(&c.next, &c.last, &c.arrival, &c.b); err != nil {
-			return nil, err
-		}
-		if err := c.skip(r.last); err != nil {
-			return nil, err
-		}
-		if c.empty() || c.next != r.last+1 {
-			return nil, fmt.Errorf("corrupt journal: after %d, the next chunk holds %d to %d", r.last, c.next, c.last)
-		}
-		r.cur = c
-		if done, err := take(); done || err != nil {
-			return events, err
-		}
-	}
-	return events, rows.Err()
+	st, err := r.fetch(ctx, max, take)
+	setSeqs(events, seqs)
+	return events, st, err
 }
 
-func (r *reader) batch(ctx context.Context, events []source.Event) (source.Batch, error) {
-	b := source.Batch{Events: events, MillisBehind: -1, EventsBehind: -1}
-	st, err := r.j.state(ctx, r.shard)
-	if err != nil {
-		if ctx.Err() != nil {
-			return source.Batch{}, ctx.Err()
+// fetch fills the read with take: from the kept chunk, then from the chunks after r.last.
+func (r *reader) fetch(ctx context.Context, max int, take func() (bool, error)) (readState, error) {
+	if r.cur.next == r.last+1 {
+		done, err := take()
+		if err != nil {
+			return readState{}, err
 		}
-		// The events are read; only the lag is unknown.
-		return b, nil
+		if done {
+			st, err := r.j.state(ctx, r.shard)
+			if err != nil {
+				return readState{}, nil // the events are read; only the state is unknown
+			}
+			return readState{head: st.head, closed: st.closed, known: true}, nil
+		}
+	}
+	rows, err := r.j.readStmt.QueryContext(ctx, r.shard, r.last, max)
+	if err != nil {
+		return readState{}, err
+	}
+	defer rows.Close()
+	var st readState
+	for rows.Next() {
+		var c chunkReader
+		var first, last, arrival sql.NullInt64
+		if r.j.version < 3 {
+			var key sql.NullString
+			var data []byte
+			if err := rows.Scan(&st.head, &st.closed, &first, &last, &arrival, &key, &data); err != nil {
+				return readState{}, err
+			}
+			c.b = appendEncoded(nil, &AppendEvent{PartitionKey: key.String, Data: data})
+		} else if err := rows.Scan(&st.head, &st.closed, &first, &last, &arrival, &c.b); err != nil {
+			return readState{}, err
+		}
+		st.known = true
+		if !first.Valid {
+			break // no events after r.last: the row holds the state alone
+		}
+		c.next, c.last, c.arrival = first.Int64, last.Int64, arrival.Int64
+		if err := c.skip(r.last); err != nil {
+			return readState{}, err
+		}
+		if c.empty() || c.next != r.last+1 {
+			return readState{}, fmt.Errorf("corrupt journal: after %d, the next chunk holds %d to %d", r.last, c.next, c.last)
+		}
+		r.cur = c
+		done, err := take()
+		if done || err != nil {
+			return st, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return readState{}, err
+	}
+	if !st.known {
+		return readState{}, fmt.Errorf("corrupt journal: no head for shard %d", r.shard)
+	}
+	return st, nil
+}
+
+// setSeqs sets events[i].Seq to seqs[i] in decimal, the strings sharing one allocation.
+func setSeqs(events []source.Event, seqs []int64) {
+	if len(events) == 0 {
+		return
+	}
+	var buf []byte
+	for _, seq := range seqs {
+		buf = strconv.AppendInt(buf, seq, 10)
+	}
+	all, at := string(buf), 0
+	for i, seq := range seqs {
+		n := decimalLen(seq)
+		events[i].Seq = all[at : at+n]
+		at += n
+	}
+}
+
+// batch is the Batch of events read with the shard's state st.
+func (r *reader) batch(events []source.Event, st readState) source.Batch {
+	b := source.Batch{Events: events, MillisBehind: -1, EventsBehind: -1}
+	if !st.known {
+		return b
 	}
 	b.EventsBehind = max(st.head-r.last, 0)
 	switch {
@@ -857,7 +914,7 @@ func (r *reader) batch(ctx context.Context, events []source.Event) (source.Batch
 	case len(events) > 0:
 		b.MillisBehind = max(time.Now().UnixMilli()-events[len(events)-1].ArrivalMs, 0)
 	}
-	return b, nil
+	return b
 }
 
 // Close releases nothing (readers hold no resources) and exists for source.ShardReader.
