@@ -17,6 +17,8 @@
 //     so a key's sequence numbers increase from parent to child too. ArrivalMs is the append
 //     time in ms since the Unix epoch.
 //   - *Journal implements source.Source; readers poll the file while they wait for new events.
+//     A read is one SQL statement: the shard's head and closed flag with its chunks after the
+//     reader's position; a reader keeps the rest of the last chunk it read for its next read.
 //
 // Several processes may append and read the same journal at once. Each transaction is atomic
 // and durable against a process crash (WAL mode, synchronous=NORMAL; a power loss may drop the
@@ -29,22 +31,25 @@
 //	meta(key TEXT PRIMARY KEY, value TEXT)  -- "shards": the shard count Create made (moved to
 //	    "created_shards" by the first split or merge, and "shards" set to a text that a
 //	    projhost without resharding refuses to open, so that it cannot append to closed shards);
-//	    "version": the schema version (2); "generation": the number of splits and merges
+//	    "version": the schema version (3); "generation": the number of splits and merges
 //	heads(shard INTEGER PRIMARY KEY, seq INTEGER) -- last sequence number of each shard (its
 //	    shards.base when empty)
 //	shards(shard INTEGER PRIMARY KEY, parents TEXT, hash_start TEXT, hash_end TEXT,
 //	    closed INTEGER, base INTEGER) -- parents: comma-separated indexes ("" for none); the
 //	    inclusive hash key range in decimal; closed 0/1; base: the sequence number before the
 //	    shard's first one
-//	events(shard INTEGER, seq INTEGER, partition_key TEXT, arrival_ms INTEGER, data BLOB)
-//	    PRIMARY KEY (shard, seq), WITHOUT ROWID; shard is the index i of shardId-i.
+//	chunks(id INTEGER PRIMARY KEY, shard INTEGER, first_seq INTEGER, last_seq INTEGER,
+//	    arrival_ms INTEGER, events BLOB) -- consecutive events first_seq..last_seq of a shard
+//	    appended in one transaction (so at one arrival_ms), encoded as chunk.go says, at most
+//	    about ChunkBytes; UNIQUE INDEX chunks_by_seq (shard, last_seq)
 //
-// A journal of schema version 1 (before resharding: no shards table) is upgraded in place, in
-// one transaction, the first time a process opens it writable; opened read-only, it reads as
-// the unresharded journal it is.
+// In every table, shard is the index i of shardId-i. An append transaction writes a row per
+// shard it touches (per ChunkBytes), not a row per event: SQLite's cost is per row and page.
 //
-// For a look at the data: sqlite3 -readonly DIR/journal.db "SELECT shard, seq, partition_key,
-// CAST(data AS TEXT) FROM events ORDER BY shard, seq LIMIT 20".
+// A journal of an older schema is upgraded in place, in one transaction, the first time a
+// process opens it writable: version 1 (before resharding) gets the shards table, and the
+// events table of versions 1 and 2 (a row per event) becomes chunks. Opened read-only, it reads
+// as the journal it is.
 package journal
 
 import (
@@ -74,7 +79,9 @@ const (
 	MaxPartitionKeyLen = 256     // Unicode characters
 	MaxDataLen         = 1 << 20 // bytes
 	// TxEvents is how many events one append transaction holds at most (ValidateAppendBatch's
-	// maximum).
+	// maximum). A transaction's cost is mostly per shard it touches, so larger ones are
+	// cheaper per event: `journal append` of flights-3m at 100 shards takes 1.6 µs of CPU per
+	// event in transactions of 10,000, 4.6 µs in transactions of 1,000 (RATIONALE.md).
 	TxEvents = 10000
 	// DefaultReadMax is the batch size Read uses when asked for max <= 0; MaxRead bounds max
 	// (Kinesis GetRecords' limit).
@@ -441,8 +448,8 @@ func ValidateAppendBatch(n int) error {
 // Events go in transactions of at most TxEvents: a call of up to TxEvents events is atomic, a
 // larger one may, if it fails or the process dies, leave a prefix of whole transactions appended
 // (the positions returned with the error say which). Events of one partition key keep their
-// order. Errors: ErrInvalid (checked before anything is written), ErrBusy, context and SQLite
-// errors.
+// order. The Data are copied: the caller may reuse them once Append returns. Errors:
+// ErrInvalid (checked before anything is written), ErrBusy, context and SQLite errors.
 func (j *Journal) Append(ctx context.Context, events []AppendEvent) ([]Position, error) {
 	hashes := make([]hashKey, len(events))
 	// Keys repeat: MD5 once per distinct key (of the first 1024 met).
