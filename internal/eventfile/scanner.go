@@ -103,30 +103,24 @@ value:
 		s.keyStart = i
 	}
 	switch c := b[i]; {
-	case c == '{':
+	case c == '{' || c == '[':
 		if len(s.stack) >= maxDepth {
 			return 0, &syntaxError{msg: "exceeded max depth", off: i}
 		}
-		s.stack = append(s.stack, true)
+		obj, closer := c == '{', byte(']')
+		if obj {
+			closer = '}'
+		}
+		s.stack = append(s.stack, obj)
 		i++
 		skip()
-		if i < len(b) && b[i] == '}' {
+		if i < len(b) && b[i] == closer {
 			i++
 			s.stack = s.stack[:len(s.stack)-1]
 			goto after
 		}
-		goto name
-	case c == '[':
-		if len(s.stack) >= maxDepth {
-			return 0, &syntaxError{msg: "exceeded max depth", off: i}
-		}
-		s.stack = append(s.stack, false)
-		i++
-		skip()
-		if i < len(b) && b[i] == ']' {
-			i++
-			s.stack = s.stack[:len(s.stack)-1]
-			goto after
+		if obj {
+			goto name
 		}
 		goto value
 	case c == '"':
@@ -178,30 +172,27 @@ after:
 	if i >= len(b) {
 		return 0, errMore
 	}
-	if s.stack[len(s.stack)-1] {
+	{
+		obj := s.stack[len(s.stack)-1]
+		closer, where := byte(']'), "after array element"
+		if obj {
+			closer, where = '}', "after object key:value pair"
+		}
 		switch b[i] {
 		case ',':
 			i++
 			skip()
-			goto name
-		case '}':
+			if obj {
+				goto name
+			}
+			goto value
+		case closer:
 			i++
 			s.stack = s.stack[:len(s.stack)-1]
 			goto after
 		}
-		return 0, bad("after object key:value pair")
+		return 0, bad(where)
 	}
-	switch b[i] {
-	case ',':
-		i++
-		skip()
-		goto value
-	case ']':
-		i++
-		s.stack = s.stack[:len(s.stack)-1]
-		goto after
-	}
-	return 0, bad("after array element")
 
 name:
 	if i >= len(b) {

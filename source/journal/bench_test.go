@@ -6,10 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/projhost/projhost/internal/cpuclock"
 	"github.com/projhost/projhost/internal/eventfile"
 )
 
@@ -67,13 +66,13 @@ func benchAppend(b *testing.B, j *Journal) {
 	evs := flightEvents(TxEvents)
 	ctx := context.Background()
 	b.SetBytes(int64(len(evs[0].Data)) * int64(len(evs)))
-	cpu0 := cpuTime()
+	cpu0 := cpuclock.Process()
 	for b.Loop() {
 		if _, err := j.Append(ctx, evs); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportRates(b, b.N*len(evs), cpu0)
+	cpuclock.ReportPerEvent(b, b.N*len(evs), cpu0)
 }
 
 // BenchmarkAppendFile is `projhost journal append`'s path on 100 shards: plugins/examples'
@@ -104,7 +103,7 @@ func BenchmarkAppendFile(b *testing.B) {
 		buf, data = buf[:0], data[:0]
 	}
 	b.SetBytes(int64(lines.Len()))
-	cpu0 := cpuTime()
+	cpu0 := cpuclock.Process()
 	for b.Loop() {
 		err := eventfile.Scan(bytes.NewReader(lines.Bytes()), "origin", func(_ int, key string, raw []byte) error {
 			at := len(data)
@@ -122,22 +121,7 @@ func BenchmarkAppendFile(b *testing.B) {
 			flush()
 		}
 	}
-	reportRates(b, b.N*len(objs), cpu0)
-}
-
-// cpuTime returns the process's user+system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// reportRates reports events/s (wall) and CPU ns/event since cpu0.
-func reportRates(b *testing.B, events int, cpu0 time.Duration) {
-	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(events), "cpu-ns/event")
+	cpuclock.ReportPerEvent(b, b.N*len(objs), cpu0)
 }
 
 // BenchmarkRead reads every shard of a journal of ~90-byte events in seq order, on one reader
@@ -159,7 +143,7 @@ func BenchmarkRead(b *testing.B) {
 				evs = evs[n:]
 			}
 			n := 0
-			cpu0 := cpuTime()
+			cpu0 := cpuclock.Process()
 			for b.Loop() {
 				for s := 0; s < c.shards; s++ {
 					r, err := j.Open(ctx, ShardID(s), "")
@@ -181,7 +165,7 @@ func BenchmarkRead(b *testing.B) {
 			if n != b.N*total {
 				b.Fatalf("read %d events, want %d", n, b.N*total)
 			}
-			reportRates(b, n, cpu0)
+			cpuclock.ReportPerEvent(b, n, cpu0)
 		})
 	}
 }
