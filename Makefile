@@ -93,11 +93,13 @@ demo: build build/wasm/flightdelays-as.wasm
 # the native baseline and wasm/native ratios, then e2e (journal append + one runner) with 4, 16 and
 # 100 shards. e2e uses the first BENCH_E2E_LIMIT events of flights-3m.ndjson.gz when present (0: all
 # 3M, about 20 minutes more on 2 cores), else flights-20k x BENCH_REPEAT. Then sustained: the same
-# file appended (for at most BENCH_SUSTAINED_DURATION) while two workers project it, 100 shards.
+# file appended (for at most BENCH_SUSTAINED_DURATION, at most BENCH_SUSTAINED_RATE events/s) while
+# two workers project it, 100 shards.
 BENCH_DURATION ?= 2s
 BENCH_REPEAT ?= 10
 BENCH_E2E_LIMIT ?= 500000
 BENCH_SUSTAINED_DURATION ?= 60s
+BENCH_SUSTAINED_RATE ?= 100000
 BENCH_SMALL := plugins/examples/flightdelays/data/flights-20k.json
 BENCH_BIG := $(firstword $(wildcard /work/shared/data/flights-3m.ndjson.gz ../shared/data/flights-3m.ndjson.gz))
 
@@ -119,7 +121,7 @@ bench: build wasm
 		node -e 'for (const f of require(process.argv[1])) console.log(JSON.stringify(f))' $(BENCH_SMALL) > $$ev; fi; \
 	echo "== sustained: $$ev appended by one process while two workers project it, 100 shards"; \
 	$$P bench sustained --events $$ev --shards 100 --workers 2 --trusted --handler $$W/flightdelays-as.wasm \
-		--check flightdelays --duration $(BENCH_SUSTAINED_DURATION); \
+		--check flightdelays --duration $(BENCH_SUSTAINED_DURATION) --rate $(BENCH_SUSTAINED_RATE); \
 	echo "== make bench took $$((SECONDS - start)) s (after building)"
 
 # bench-kinesis: projhost, vmware-go-kcl-v2 v1.0.0 and harlow/kinesis-consumer v0.3.5 side by side
