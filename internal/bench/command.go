@@ -16,14 +16,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/sdk/go/guest"
 	"github.com/projhost/projhost/source"
-	"github.com/projhost/projhost/wasmabi/guest"
 )
 
-// Command returns the `bench` command with its subcommands handler, native and e2e. natives are
-// the Go handlers compiled into the binary that `bench native --example NAME` and `bench handler
-// --native NAME` can run as the native baseline (nil: none). Output goes to the command's
-// stdout; logs (warnings and errors of the host and guests) and progress to its stderr.
+// Command returns the `bench` command with its subcommands handler, native, compare, e2e and
+// sustained. natives are the Go handlers compiled into the binary that `bench native --example
+// NAME`, `bench handler --native NAME` and `bench compare --native NAME` can run natively (nil:
+// none). Output goes to the command's stdout; logs (warnings and errors of the host and guests)
+// and progress to its stderr.
 func Command(natives map[string]guest.Handler) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "bench",
@@ -33,11 +34,12 @@ events per second of one goroutine, the median of repeated passes over the event
 
   bench handler  a module through the host against an in-memory read model
   bench native   a Go example handler without WebAssembly (the baseline)
+  bench compare  a handler against a baseline doing the same work (ratio of events/s)
   bench e2e      journal append and a runner projecting into the embedded store
   bench sustained  appending and projecting at once, in processes, for a fixed time`,
 		Args: cobra.NoArgs,
 	}
-	root.AddCommand(handlerCommand(natives), nativeCommand(natives), e2eCommand(), sustainedCommand())
+	root.AddCommand(handlerCommand(natives), nativeCommand(natives), compareCommand(natives), e2eCommand(), sustainedCommand())
 	return root
 }
 

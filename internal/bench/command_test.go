@@ -15,7 +15,7 @@ import (
 
 	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/plugins/examples/count"
-	"github.com/projhost/projhost/wasmabi/guest"
+	"github.com/projhost/projhost/sdk/go/guest"
 )
 
 var natives = map[string]guest.Handler{"count": count.Handler}

@@ -7,9 +7,8 @@ import (
 	"time"
 
 	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/sdk/go/guest"
 	"github.com/projhost/projhost/source"
-	"github.com/projhost/projhost/wasmabi"
-	"github.com/projhost/projhost/wasmabi/guest"
 )
 
 // NativeRow is one throughput cell of the native baseline.
@@ -30,7 +29,7 @@ type NativeReport struct {
 // application to Native's in-memory read model: the WebAssembly path without WebAssembly) over
 // events, for each batch size the median events/s of repeated passes for d (after one untimed
 // warm-up batch). batchSizes and d default as in HandlerOptions. Errors: ErrArgs for bad
-// arguments, a failing batch (wrapping guest.ErrHandlerFailed or wasmabi.ErrMalformed), ctx's
+// arguments, a failing batch (wrapping guest.ErrHandlerFailed or guest.ErrMalformed), ctx's
 // error.
 func MeasureNative(ctx context.Context, name string, h guest.Handler, events []source.Event, batchSizes []int, d time.Duration) (*NativeReport, error) {
 	batchSizes, d, err := runDefaults(len(events), batchSizes, d)
@@ -40,15 +39,12 @@ func MeasureNative(ctx context.Context, name string, h guest.Handler, events []s
 	if h == nil {
 		return nil, fmt.Errorf("%w: no native handler", ErrArgs)
 	}
-	evs := make([]wasmabi.Event, len(events))
-	for i, e := range events {
-		evs[i] = wasmabi.Event{Seq: []byte(e.Seq), PartitionKey: []byte(e.PartitionKey), ArrivalMs: e.ArrivalMs, Data: e.Data}
-	}
+	evs := guestEvents(events)
 	rep := &NativeReport{Name: name, Events: len(events)}
 	for _, size := range batchSizes {
 		runtime.GC()
 		n := guest.NewNative(h)
-		run := func(b []wasmabi.Event) error {
+		run := func(b []guest.Event) error {
 			if _, err := n.Run(host.TestShardID, b); err != nil {
 				return fmt.Errorf("bench: native %s batch size %d: %w", name, size, err)
 			}
@@ -71,4 +67,13 @@ func MeasureNative(ctx context.Context, name string, h guest.Handler, events []s
 		rep.Rows = append(rep.Rows, NativeRow{BatchSize: size, Rate: rate})
 	}
 	return rep, nil
+}
+
+// guestEvents converts events to the Go SDK's (copying the sequence numbers and keys).
+func guestEvents(events []source.Event) []guest.Event {
+	evs := make([]guest.Event, len(events))
+	for i, e := range events {
+		evs[i] = guest.Event{Seq: []byte(e.Seq), PartitionKey: []byte(e.PartitionKey), ArrivalMs: e.ArrivalMs, Data: e.Data}
+	}
+	return evs
 }

@@ -6,11 +6,18 @@
 EXAMPLES := flightdelays count
 WASM_MODULES := $(foreach e,$(EXAMPLES),$(WASM_DIR)/$(e)-go.wasm $(WASM_DIR)/$(e)-as.wasm)
 
-GUEST_GO_SRC := go.mod go.sum $(wildcard wasmabi/*.go) $(filter-out %_test.go,$(wildcard wasmabi/guest/*.go))
+# The Go SDK is its own module (sdk/go: the guest package and its internal ABI codec); the main
+# module's go.mod replaces it with this checkout's copy.
+GUEST_GO_SRC := go.mod go.sum sdk/go/go.mod $(filter-out %_test.go,$(wildcard sdk/go/guest/*.go sdk/go/internal/*/*.go))
 GUEST_AS_SRC := $(wildcard wasmabi/as/*.ts) node_modules/.installed
 GO_WASM_FLAGS := -buildmode=c-shared -trimpath -ldflags='-s -w'
 ASC := node_modules/.bin/asc
 ASC_FLAGS := --runtime incremental -O3
+
+# The hand-tuned flightdelays handler (internal/bench/tuned/flightdelays): the baseline the
+# documented example is compared against by `projhost bench compare` (make bench).
+TUNED_GO_SRC := $(filter-out %_test.go,$(wildcard internal/bench/tuned/flightdelays/*.go internal/bench/tuned/flightdelays/go/*.go plugins/examples/flightdelays/*.go))
+WASM_MODULES += $(WASM_DIR)/flightdelays-go-tuned.wasm
 
 wasm: $(WASM_MODULES)
 	@ls -l $(WASM_MODULES)
@@ -29,6 +36,11 @@ $(WASM_DIR)/$(1)-as.wasm: $(GUEST_AS_SRC) $(wildcard plugins/examples/$(1)/as/*.
 endef
 $(foreach e,$(EXAMPLES),$(eval $(call example_rules,$(e))))
 
+$(WASM_DIR)/flightdelays-go-tuned.wasm: $(GUEST_GO_SRC) $(TUNED_GO_SRC)
+	@mkdir -p $(@D)
+	GOOS=wasip1 GOARCH=wasm $(GO) build $(GO_WASM_FLAGS) -o $@.tmp ./internal/bench/tuned/flightdelays/go
+	@mv $@.tmp $@
+
 # The lenient flightdelays build (quoted numbers accepted): the "fixed handler" of the dead-letter
 # replay tests. Not part of `make wasm`.
 $(WASM_DIR)/flightdelays-go-lenient.wasm: $(GUEST_GO_SRC) $(filter-out %_test.go,$(wildcard plugins/examples/flightdelays/*.go plugins/examples/flightdelays/go/*.go))
@@ -44,7 +56,7 @@ $(WASM_DIR)/flightdelays-go-lenient.wasm: $(GUEST_GO_SRC) $(filter-out %_test.go
 TINYGO_DIR := build/tinygo
 TINYGO := $(TINYGO_DIR)/bin/tinygo
 TINYGO_WASM_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none
-TINYGO_MODULES := $(foreach e,$(EXAMPLES),$(WASM_DIR)/$(e)-tinygo.wasm)
+TINYGO_MODULES := $(foreach e,$(EXAMPLES),$(WASM_DIR)/$(e)-tinygo.wasm) $(WASM_DIR)/flightdelays-tinygo-tuned.wasm
 
 .PHONY: tinygo wasm-tinygo
 tinygo:
@@ -63,6 +75,12 @@ $(WASM_DIR)/$(1)-tinygo.wasm: $(GUEST_GO_SRC) $(filter-out %_test.go,$(wildcard 
 	@mv $$@.tmp.wasm $$@
 endef
 $(foreach e,$(EXAMPLES),$(eval $(call example_tinygo_rules,$(e))))
+
+# The tuned flightdelays baseline built with TinyGo (bench compare).
+$(WASM_DIR)/flightdelays-tinygo-tuned.wasm: $(GUEST_GO_SRC) $(TUNED_GO_SRC) | $(TINYGO)
+	@mkdir -p $(@D)
+	$(TINYGO) build $(TINYGO_WASM_FLAGS) -o $@.tmp.wasm ./internal/bench/tuned/flightdelays/go
+	@mv $@.tmp.wasm $@
 
 # Test-only module of wasmabi/as/json_test.go (not an ABI handler; not part of `make wasm`).
 $(WASM_DIR)/as-jsonprobe.wasm: $(GUEST_AS_SRC) wasmabi/as/testdata/jsonprobe.ts

@@ -24,8 +24,8 @@ import (
 	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/plugins/examples/count"
 	"github.com/projhost/projhost/plugins/examples/flightdelays"
+	"github.com/projhost/projhost/sdk/go/guest"
 	"github.com/projhost/projhost/wasmabi"
-	"github.com/projhost/projhost/wasmabi/guest"
 )
 
 // miniHost runs one module instance against an in-memory read model.
@@ -216,8 +216,18 @@ func batches(tb testing.TB, evs []wasmabi.Event, size int) [][]byte {
 	return out
 }
 
-func nativeStore(tb testing.TB, h guest.Handler, colls []string, evs []wasmabi.Event, size int) map[string][]byte {
+// toGuest converts events of the host's codec to the Go SDK's (the same fields).
+func toGuest(evs []wasmabi.Event) []guest.Event {
+	out := make([]guest.Event, len(evs))
+	for i, e := range evs {
+		out[i] = guest.Event(e)
+	}
+	return out
+}
+
+func nativeStore(tb testing.TB, h guest.Handler, colls []string, hostEvs []wasmabi.Event, size int) map[string][]byte {
 	n := guest.NewNative(h)
+	evs := toGuest(hostEvs)
 	for i := 0; i < len(evs); i += size {
 		if _, err := n.Run("shardId-000000000000", evs[i:min(i+size, len(evs))]); err != nil {
 			tb.Fatal(err)
@@ -433,7 +443,7 @@ func FuzzBatchDecoding(f *testing.F) {
 		_, events, decErr := wasmabi.DecodeBatch(batch)
 		var nerr error
 		if decErr == nil {
-			_, nerr = native.Run("s", events)
+			_, nerr = native.Run("s", toGuest(events))
 		}
 		clear(as.store)
 		clear(gw.store)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/projhost/projhost/wasmabi/guest"
+	"github.com/projhost/projhost/sdk/go/guest"
 )
 
 const flight = `{"date":"2001/01/01 00:47","delay":66,"distance":1750,"origin":"DTW","destination":"LAS"}`

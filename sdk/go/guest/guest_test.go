@@ -8,14 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/projhost/projhost/wasmabi"
-	"github.com/projhost/projhost/wasmabi/guest"
+	"github.com/projhost/projhost/sdk/go/guest"
 )
 
-func events(keys ...string) []wasmabi.Event {
-	evs := make([]wasmabi.Event, len(keys))
+func events(keys ...string) []guest.Event {
+	evs := make([]guest.Event, len(keys))
 	for i, k := range keys {
-		evs[i] = wasmabi.Event{Seq: []byte(fmt.Sprint(100 + i)), PartitionKey: []byte(k), ArrivalMs: int64(1000 + i), Data: []byte(`{"n":` + fmt.Sprint(i) + `}`)}
+		evs[i] = guest.Event{Seq: []byte(fmt.Sprint(100 + i)), PartitionKey: []byte(k), ArrivalMs: int64(1000 + i), Data: []byte(`{"n":` + fmt.Sprint(i) + `}`)}
 	}
 	return evs
 }
@@ -28,11 +27,11 @@ func strDoc(v string) []byte {
 
 type mut struct{ op, coll, key, doc string }
 
-func muts(ms []wasmabi.Mutation) []mut {
+func muts(ms []guest.Mutation) []mut {
 	var out []mut
 	for _, m := range ms {
 		op := "put"
-		if m.Op == wasmabi.OpDelete {
+		if m.Op == guest.OpDelete {
 			op = "del"
 		}
 		out = append(out, mut{op, string(m.Collection), string(m.Key), string(m.Doc)})
@@ -216,7 +215,7 @@ func TestNativeAppliesAndReusesState(t *testing.T) {
 	fail.Set("counts", "a", []byte(`{"count":1}`))
 	bad := events("a")
 	bad[0].Seq = nil
-	if _, err := fail.Run("s", bad); !errors.Is(err, wasmabi.ErrMalformed) {
+	if _, err := fail.Run("s", bad); !errors.Is(err, guest.ErrMalformed) {
 		t.Fatalf("empty seq: err = %v, want ErrMalformed", err)
 	}
 	if d, _ := fail.Get("counts", "a"); string(d) != `{"count":1}` {
