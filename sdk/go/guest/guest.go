@@ -7,9 +7,29 @@
 //
 //	package main
 //
-//	import "github.com/projhost/projhost/sdk/go/guest"
+//	import (
+//		"errors"
+//		"fmt"
 //
+//		"github.com/projhost/projhost/sdk/go/guest"
+//	)
+//
+//	// Total is the document totals/<partition key>: {"n":N}.
 //	type Total struct{ N int64 }
+//
+//	func (t *Total) Decode(doc []byte) error {
+//		var ok bool
+//		if t.N, ok = guest.JSONInt(doc, "n"); !ok {
+//			return errors.New(`no integer "n"`)
+//		}
+//		return nil
+//	}
+//
+//	func (t *Total) Append(dst []byte) []byte {
+//		o := guest.NewObject(dst)
+//		o.Int("n", t.N)
+//		return o.Bytes()
+//	}
 //
 //	var totals = guest.NewState("totals", (*Total).Decode, (*Total).Append)
 //
@@ -17,7 +37,10 @@
 //		guest.Handle(func(b *guest.Batch) error {
 //			for b.Next() {
 //				ev := b.Event()
-//				amount, _ := guest.JSONInt(ev.Data, "amount")
+//				amount, ok := guest.JSONInt(ev.Data, "amount")
+//				if !ok {
+//					return fmt.Errorf("event seq %s: no integer amount", ev.Seq)
+//				}
 //				t, _ := totals.Get(b, ev.PartitionKey)
 //				t.N += amount
 //			}

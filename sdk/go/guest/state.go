@@ -67,9 +67,9 @@ func (s *State[T]) Collection() string { return s.coll }
 // []byte with append).
 //
 // The pointer stays valid, and keeps pointing at key's value, until the handler returns. When
-// key or the collection name is invalid, or the stored document does not decode, the batch
-// fails when the handler returns (Batch.Err reports it): Get then returns a scratch value that
-// is never written.
+// key or the collection name is invalid, Get returns a scratch value that is never written (and
+// found false); when the stored document does not decode, the value holds what decode left. In
+// both cases the batch fails when the handler returns, and Batch.Err reports it at once.
 func (s *State[T]) Get(b *Batch, key []byte) (v *T, found bool) {
 	if s.gen != b.gen && !s.begin(b) {
 		return s.discard()
