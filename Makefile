@@ -4,7 +4,7 @@ GO ?= go
 WASM_DIR := build/wasm
 export GOFLAGS ?= -mod=mod
 
-.PHONY: help build bootstrap build-ProjectionFunction wasm test test-dynamo test-short bench bench-kinesis demo deps clean
+.PHONY: help build bootstrap build-ProjectionFunction wasm test test-sdk test-dynamo test-short bench bench-kinesis demo deps clean
 
 help:
 	@echo "make build   - build ./bin/projhost"
@@ -14,6 +14,7 @@ help:
 	@echo "make wasm-tinygo - the Go examples built with TinyGo: $(WASM_DIR)/{count,flightdelays}-tinygo.wasm"
 	@echo "make test    - the full test suite (needs node/npm for AssemblyScript and wabt), then the"
 	@echo "               DynamoDB suites again against Amazon's DynamoDB Local (needs Java 11+)"
+	@echo "make test-sdk - only the Go SDK module's tests (sdk/go; make test runs them too)"
 	@echo "make test-dynamo - only the DynamoDB suites (at \$$PROJHOST_DYNAMODB_ENDPOINT, else dynalite)"
 	@echo "make bench   - benchmarks (see README)"
 	@echo "make bench-kinesis - projhost's Kinesis source beside vmware-go-kcl-v2 and harlow/kinesis-consumer"
@@ -52,14 +53,19 @@ $(WASM_DIR)/%.wasm: internal/testwasm/wat/%.wat host/testdata/wat2wasm.js node_m
 	@mv $(@D)/.wat-$*/$*.wasm $@ && rmdir $(@D)/.wat-$*
 
 # test: everything (the DynamoDB tests against dynalite: at $PROJHOST_DYNAMODB_ENDPOINT, or each
-# test package starts its own), then the DynamoDB suites against Amazon's DynamoDB Local (at
+# test package starts its own), the Go SDK module's tests (test-sdk), then the DynamoDB suites against Amazon's DynamoDB Local (at
 # $PROJHOST_DYNAMODB_LOCAL_ENDPOINT, or started for the run; skipped without Java unless CI=true).
 # -timeout 40m: cmd/projhost runs the process suites (e2e, hostile, verbs, status page, admin
 # API) in one test binary, which takes 14-20 minutes on a loaded 2-core machine (more than go
 # test's default 10).
 test: deps wasm
 	$(GO) test -race -count=1 -timeout 40m ./...
+	$(MAKE) --no-print-directory test-sdk
 	tools/dynamodb-local/with.sh $(MAKE) --no-print-directory test-dynamo
+
+# The Go SDK's own tests: sdk/go is a module of its own, which ./... at the root does not reach.
+test-sdk:
+	cd sdk/go && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 # The DynamoDB suites: the packages whose tests use internal/dynamotest, and the TestDynamo*
 # process tests of cmd/projhost (the rest of that package does not touch DynamoDB).
@@ -90,7 +96,8 @@ demo: build build/wasm/flightdelays-as.wasm
 	@./bin/projhost sql --data $(DEMO_DIR) "$(DEMO_SQL)"
 
 # bench: handler tables (flights-20k) for count and flightdelays, Go and AssemblyScript builds, with
-# the native baseline and wasm/native ratios, then e2e (journal append + one runner) with 4, 16 and
+# the native baseline and wasm/native ratios, the documented/tuned ratio of the Go flightdelays
+# (bench compare), then e2e (journal append + one runner) with 4, 16 and
 # 100 shards. e2e uses the first BENCH_E2E_LIMIT events of flights-3m.ndjson.gz when present (0: all
 # 3M, about 20 minutes more on 2 cores), else flights-20k x BENCH_REPEAT. Then sustained: the same
 # file appended (for at most BENCH_SUSTAINED_DURATION, at most BENCH_SUSTAINED_RATE events/s) while
@@ -111,6 +118,10 @@ bench: build wasm
 		--handler $$W/count-go.wasm --handler $$W/count-as.wasm --native count; echo; \
 	$$P bench handler --events $(BENCH_SMALL) --duration $(BENCH_DURATION) --batch-sizes 1,100,1000 \
 		--handler $$W/flightdelays-go.wasm --handler $$W/flightdelays-as.wasm --native flightdelays; echo; \
+	echo "== the documented flightdelays (guest.State) against the hand-tuned one it replaced (internal/bench/tuned)"; \
+	$$P bench compare --events $(BENCH_SMALL) --duration $(BENCH_DURATION) --batch-sizes 100,1000 \
+		--handler $$W/flightdelays-go.wasm --baseline $$W/flightdelays-go-tuned.wasm \
+		--native flightdelays --native-baseline flightdelays-tuned; echo; \
 	if [ -n "$(BENCH_BIG)" ]; then ev="--events $(BENCH_BIG) --limit $(BENCH_E2E_LIMIT)"; \
 		echo "== e2e over $(BENCH_BIG) (first $(BENCH_E2E_LIMIT) events; 0 = all)"; \
 	else ev="--events $(BENCH_SMALL) --repeat $(BENCH_REPEAT)"; \
