@@ -47,13 +47,15 @@ type Airport struct {
 	Flights, Delayed, TotalDelay, MaxDelay int64
 }
 
-// Decode reads a stored airports document.
+// Decode reads a stored airports document (its fields in one scan).
 func (a *Airport) Decode(doc []byte) error {
+	f := airportFields
+	f.Scan(doc)
 	var ok1, ok2, ok3, ok4 bool
-	a.Flights, ok1 = guest.JSONInt(doc, "flights")
-	a.Delayed, ok2 = guest.JSONInt(doc, "delayed")
-	a.TotalDelay, ok3 = guest.JSONInt(doc, "total_delay")
-	a.MaxDelay, ok4 = guest.JSONInt(doc, "max_delay")
+	a.Flights, ok1 = f.Int(0)
+	a.Delayed, ok2 = f.Int(1)
+	a.TotalDelay, ok3 = f.Int(2)
+	a.MaxDelay, ok4 = f.Int(3)
 	if !(ok1 && ok2 && ok3 && ok4) {
 		return errors.New(`want {"flights":N,"delayed":N,"total_delay":N,"max_delay":N}`)
 	}
@@ -74,9 +76,11 @@ type Route struct {
 
 // Decode reads a stored routes document.
 func (r *Route) Decode(doc []byte) error {
+	f := routeFields
+	f.Scan(doc)
 	var ok1, ok2 bool
-	r.Flights, ok1 = guest.JSONInt(doc, "flights")
-	r.TotalDistance, ok2 = guest.JSONInt(doc, "total_distance")
+	r.Flights, ok1 = f.Int(0)
+	r.TotalDistance, ok2 = f.Int(1)
 	if !(ok1 && ok2) {
 		return errors.New(`want {"flights":N,"total_distance":N}`)
 	}
@@ -93,10 +97,12 @@ func (r *Route) Append(dst []byte) []byte {
 // The handler's state. A WebAssembly instance runs one batch at a time; natively, run one
 // guest.Native at a time with Handler.
 var (
-	fields   = guest.NewJSONFields("delay", "distance", "origin", "destination")
-	airports = guest.NewState(Airports, (*Airport).Decode, (*Airport).Append)
-	routes   = guest.NewState(Routes, (*Route).Decode, (*Route).Append)
-	routeKey []byte // origin-destination, rebuilt for every event
+	fields        = guest.NewJSONFields("delay", "distance", "origin", "destination")
+	airportFields = guest.NewJSONFields("flights", "delayed", "total_delay", "max_delay")
+	routeFields   = guest.NewJSONFields("flights", "total_distance")
+	airports      = guest.NewState(Airports, (*Airport).Decode, (*Airport).Append)
+	routes        = guest.NewState(Routes, (*Route).Decode, (*Route).Append)
+	routeKey      []byte // origin-destination, rebuilt for every event
 )
 
 // Handler is the projection's batch handler.

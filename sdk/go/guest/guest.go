@@ -150,18 +150,13 @@ const (
 type entry struct {
 	key   string // aliases Batch.arena
 	coll  int32  // index in Batch.colls
+	hash  uint32 // hashKey(coll, key)
+	pos   int32  // its slot in Batch.index
 	owner int32  // 1 + index in Batch.states of the State holding it; 0: none
 	slot  int32  // the owner's value slot
 	state uint8
 	dirty bool // written by this batch (Put or Delete, or held by a State)
 	doc   []byte
-}
-
-// collection is one collection name a Batch has seen, with its per-batch index of keys.
-type collection struct {
-	name  string
-	index map[string]int32 // key -> entries index; keys alias Batch.arena
-	gen   uint64           // batch whose keys index holds
 }
 
 // maxScanColls is the number of collections looked up by scanning Batch.colls; beyond, a map.
@@ -180,10 +175,11 @@ type Batch struct {
 	err error // first misuse; fails the batch
 	gen uint64
 
-	colls    []collection // every collection seen by this Batch, kept across batches
+	colls    []string // every collection name seen by this Batch, kept across batches
 	collIdx  map[string]int32
 	lastColl int32
-	last     int32 // entries index of the last lookup, -1: none
+	index    keyIndex // (collection, key) -> entries index, for this batch
+	last     int32    // entries index of the last lookup, -1: none
 
 	entries []entry
 	arena   []byte    // backing bytes of entry keys for this batch
@@ -270,9 +266,9 @@ func (b *Batch) Read(collection string, key []byte) ([]byte, bool) {
 	if ci < 0 {
 		return nil, false
 	}
-	i := b.find(ci, key)
+	i, h := b.find(ci, key)
 	if i < 0 {
-		if i = b.load(ci, key); i < 0 {
+		if i = b.load(ci, key, h); i < 0 {
 			return nil, false
 		}
 	}
@@ -286,14 +282,11 @@ func (b *Batch) setErr(err error) {
 	}
 }
 
-// collIndex returns the index of collection in b.colls, adding it (and resetting its key index
-// when this batch has not used it yet); -1 when the name is invalid (the batch then fails).
+// collIndex returns the index of collection in b.colls, adding it; -1 when the name is invalid
+// (the batch then fails).
 func (b *Batch) collIndex(name string) int32 {
-	if int(b.lastColl) < len(b.colls) {
-		c := &b.colls[b.lastColl]
-		if sameString(c.name, name) && c.gen == b.gen {
-			return b.lastColl
-		}
+	if int(b.lastColl) < len(b.colls) && sameString(b.colls[b.lastColl], name) {
+		return b.lastColl
 	}
 	ci := int32(-1)
 	if b.collIdx != nil {
@@ -302,7 +295,7 @@ func (b *Batch) collIndex(name string) int32 {
 		}
 	} else {
 		for i := range b.colls {
-			if sameString(b.colls[i].name, name) {
+			if sameString(b.colls[i], name) {
 				ci = int32(i)
 				break
 			}
@@ -314,19 +307,15 @@ func (b *Batch) collIndex(name string) int32 {
 			return -1
 		}
 		ci = int32(len(b.colls))
-		b.colls = append(b.colls, collection{name: name, index: make(map[string]int32)})
+		b.colls = append(b.colls, name)
 		if b.collIdx == nil && len(b.colls) > maxScanColls {
 			b.collIdx = make(map[string]int32, len(b.colls))
-			for i := range b.colls {
-				b.collIdx[b.colls[i].name] = int32(i)
+			for i, c := range b.colls {
+				b.collIdx[c] = int32(i)
 			}
 		} else if b.collIdx != nil {
 			b.collIdx[name] = ci
 		}
-	}
-	if c := &b.colls[ci]; c.gen != b.gen {
-		clear(c.index)
-		c.gen = b.gen
 	}
 	b.lastColl = ci
 	return ci
@@ -338,19 +327,29 @@ func sameString(a, b string) bool {
 	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
-// find returns the entries index of key in collection ci, or -1 when the batch has not touched it.
-func (b *Batch) find(ci int32, key []byte) int32 {
+// find returns the entries index of key in collection ci, or -1 when the batch has not touched
+// it, and the key's hash.
+func (b *Batch) find(ci int32, key []byte) (int32, uint32) {
 	if b.last >= 0 {
 		if e := &b.entries[b.last]; e.coll == ci && e.key == string(key) {
-			return b.last
+			return b.last, e.hash
 		}
 	}
-	i, ok := b.colls[ci].index[string(key)]
-	if !ok {
-		return -1
+	h := hashKey(ci, key)
+	if len(b.index.slots) == 0 {
+		return -1, h
 	}
-	b.last = i
-	return i
+	mask := uint32(len(b.index.slots) - 1)
+	for p := h & mask; ; p = (p + 1) & mask {
+		s := b.index.slots[p]
+		if s == 0 {
+			return -1, h
+		}
+		if e := &b.entries[s-1]; e.hash == h && e.coll == ci && e.key == string(key) {
+			b.last = s - 1
+			return s - 1, h
+		}
+	}
 }
 
 // entry returns the cache entry of collection/key, creating it (absent, clean) when there is
@@ -360,19 +359,19 @@ func (b *Batch) entry(collection string, key []byte) *entry {
 	if ci < 0 {
 		return nil
 	}
-	i := b.find(ci, key)
+	i, h := b.find(ci, key)
 	if i < 0 {
 		if !b.checkKey(ci, key) {
 			return nil
 		}
-		i = b.add(ci, key)
+		i = b.add(ci, key, h)
 	}
 	return &b.entries[i]
 }
 
 func (b *Batch) checkKey(ci int32, key []byte) bool {
 	if !abi.ValidDocKey(key) {
-		b.setErr(fmt.Errorf("guest: collection %s: invalid key %q: want 1..%d bytes of UTF-8 without NUL", b.colls[ci].name, key, abi.MaxDocKeyLen))
+		b.setErr(fmt.Errorf("guest: collection %s: invalid key %q: want 1..%d bytes of UTF-8 without NUL", b.colls[ci], key, abi.MaxDocKeyLen))
 		return false
 	}
 	return true
@@ -381,20 +380,20 @@ func (b *Batch) checkKey(ci int32, key []byte) bool {
 // load validates key, reads the document of collection ci / key from the host and returns the
 // index of its new entry (clean); -1 when the key is invalid (the batch then fails). The key must
 // not be in the batch yet.
-func (b *Batch) load(ci int32, key []byte) int32 {
+func (b *Batch) load(ci int32, key []byte, h uint32) int32 {
 	if !b.checkKey(ci, key) {
 		return -1
 	}
 	if b.readBuf == nil {
 		b.readBuf = make([]byte, initialReadBuf)
 	}
-	coll := b.colls[ci].name
+	coll := b.colls[ci]
 	n := b.h.read(coll, key, b.readBuf)
 	if n > int32(len(b.readBuf)) {
 		b.readBuf = make([]byte, n)
 		n = b.h.read(coll, key, b.readBuf)
 	}
-	i := b.add(ci, key)
+	i := b.add(ci, key, h)
 	e := &b.entries[i]
 	switch {
 	case n < -1 || n > int32(len(b.readBuf)):
@@ -406,8 +405,9 @@ func (b *Batch) load(ci int32, key []byte) int32 {
 	return i
 }
 
-// add creates the entry (absent, clean) of key in collection ci, which must not be in the batch.
-func (b *Batch) add(ci int32, key []byte) int32 {
+// add creates the entry (absent, clean) of key in collection ci, whose hash is h; it must not be
+// in the batch.
+func (b *Batch) add(ci int32, key []byte, h uint32) int32 {
 	// Copy the key bytes to the arena. When append reallocates, strings already in the indexes
 	// keep pointing at the old array, which stays alive through them.
 	start := len(b.arena)
@@ -420,8 +420,8 @@ func (b *Batch) add(ci int32, key []byte) int32 {
 		b.entries = append(b.entries, entry{})
 	}
 	e := &b.entries[n]
-	e.key, e.coll, e.owner, e.slot, e.doc, e.state, e.dirty = k, ci, 0, 0, e.doc[:0], stateAbsent, false
-	b.colls[ci].index[k] = int32(n)
+	e.key, e.coll, e.hash, e.owner, e.slot, e.doc, e.state, e.dirty = k, ci, h, 0, 0, e.doc[:0], stateAbsent, false
+	b.index.insert(b.entries, int32(n))
 	b.last = int32(n)
 	return int32(n)
 }
@@ -430,9 +430,7 @@ func (b *Batch) add(ci int32, key []byte) int32 {
 func (b *Batch) reset() {
 	batchGen++
 	b.gen = batchGen
-	// Collection key indexes are cleared at their first use in the batch (collIndex). Keys from
-	// the previous batch alias the arena, which is overwritten from here on; they are never
-	// looked up before that clear.
+	b.index.reset(b.entries)
 	b.entries = b.entries[:0]
 	b.arena = b.arena[:0]
 	clear(b.states)
@@ -473,9 +471,9 @@ func (b *Batch) run(h Handler, batch []byte) (out []byte, failMsg string) {
 			continue
 		}
 		if e.state == statePresent {
-			b.out.Put(b.colls[e.coll].name, e.key, e.doc)
+			b.out.Put(b.colls[e.coll], e.key, e.doc)
 		} else {
-			b.out.Delete(b.colls[e.coll].name, e.key)
+			b.out.Delete(b.colls[e.coll], e.key)
 		}
 	}
 	if b.out.Count() == 0 {

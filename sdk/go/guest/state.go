@@ -74,12 +74,12 @@ func (s *State[T]) Get(b *Batch, key []byte) (v *T, found bool) {
 	if s.gen != b.gen && !s.begin(b) {
 		return s.discard()
 	}
-	i := b.find(s.ci, key)
+	i, h := b.find(s.ci, key)
 	if i >= 0 {
 		if e := &b.entries[i]; e.owner == s.id {
 			return s.value(e.slot), true
 		}
-	} else if i = b.load(s.ci, key); i < 0 {
+	} else if i = b.load(s.ci, key, h); i < 0 {
 		return s.discard()
 	}
 	return s.take(b, i)
