@@ -289,3 +289,55 @@ func TestBatchZeroAllocSteadyState(t *testing.T) {
 		t.Fatalf("%.0f allocations per batch in steady state, want 0", allocs)
 	}
 }
+
+// TestBatchManyKeys: thousands of keys, the same key bytes in several collections, batches of
+// very different sizes on one Native (a large key index, then a small batch in it): every Read
+// finds the batch's own write of exactly that collection/key, and a batch starts from the read
+// model (nothing of the previous batch's keys is found in the batch itself).
+func TestBatchManyKeys(t *testing.T) {
+	colls := []string{"a", "b", "c"}
+	keys := func(n int) []string {
+		ks := make([]string, n)
+		for i := range ks {
+			ks[i] = fmt.Sprintf("k%d", i*7919%n) // a permutation of k0..k(n-1) (7919 is prime)
+		}
+		return ks
+	}
+	stored := map[string]int{} // collection/key -> the batch that wrote it last
+	batch, n := 0, 0
+	doc := func(batch int, c, k string) string { return string(strDoc(fmt.Sprintf("%d %s/%s", batch, c, k))) }
+	nat := guest.NewNative(func(b *guest.Batch) error {
+		for _, c := range colls {
+			for _, k := range keys(n) {
+				d, ok := b.Read(c, []byte(k))
+				if w, was := stored[c+"/"+k]; ok != was || (ok && string(d) != doc(w, c, k)) {
+					return fmt.Errorf("batch %d: %s/%s = %s %v before the batch wrote it, want batch %d's", batch, c, k, d, ok, w)
+				}
+				b.Put(c, []byte(k), []byte(doc(batch, c, k)))
+			}
+		}
+		for _, c := range colls {
+			for _, k := range keys(n) {
+				if d, _ := b.Read(c, []byte(k)); string(d) != doc(batch, c, k) {
+					return fmt.Errorf("batch %d: read back %s/%s = %s", batch, c, k, d)
+				}
+			}
+		}
+		return nil
+	})
+	for _, n = range []int{3000, 10, 500, 10} {
+		ms, err := nat.Run("s", events("a"))
+		if err != nil {
+			t.Fatalf("%d keys: %v", n, err)
+		}
+		if len(ms) != n*len(colls) {
+			t.Fatalf("%d keys: %d mutations, want %d", n, len(ms), n*len(colls))
+		}
+		for _, c := range colls {
+			for _, k := range keys(n) {
+				stored[c+"/"+k] = batch
+			}
+		}
+		batch++
+	}
+}

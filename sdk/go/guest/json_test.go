@@ -374,8 +374,7 @@ func TestJSONFields(t *testing.T) {
 // flightEvent is a flights-20k record, the event data of the flightdelays example.
 var flightEvent = []byte(`{"date":"2001/01/01 00:47","delay":66,"distance":1750,"origin":"DTW","destination":"LAS"}`)
 
-// BenchmarkJSONFieldsScan reads the four fields flightdelays reads (also runs in WebAssembly:
-// GOOS=wasip1 GOARCH=wasm go test -bench JSON with a WASI runtime, e.g. GOWASIRUNTIME=wazero).
+// BenchmarkJSONFieldsScan reads the four fields flightdelays reads.
 func BenchmarkJSONFieldsScan(b *testing.B) {
 	f := guest.NewJSONFields("delay", "distance", "origin", "destination")
 	b.SetBytes(int64(len(flightEvent)))
