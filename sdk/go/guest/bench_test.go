@@ -36,10 +36,10 @@ func readPutHandler() guest.Handler {
 			amount, _ := guest.JSONInt(ev.Data, "amount")
 			var sum int64
 			if d, ok := b.Read("sums", ev.PartitionKey); ok {
-				sum, _ = guest.JSONInt(d, "sum")
+				sum, _ = guest.JSONInt(d, "v")
 			}
 			o := guest.NewObject(doc[:0])
-			o.Int("sum", sum+amount)
+			o.Int("v", sum+amount)
 			doc = o.Bytes()
 			b.Put("sums", ev.PartitionKey, doc)
 		}
@@ -47,32 +47,15 @@ func readPutHandler() guest.Handler {
 	}
 }
 
-// Sum is the document of the State handlers of the tests and benchmarks.
-type Sum struct{ N int64 }
-
-func (s *Sum) Decode(doc []byte) error {
-	var ok bool
-	if s.N, ok = guest.JSONInt(doc, "sum"); !ok {
-		return fmt.Errorf(`no integer "sum"`)
-	}
-	return nil
-}
-
-func (s *Sum) Append(dst []byte) []byte {
-	o := guest.NewObject(dst)
-	o.Int("sum", s.N)
-	return o.Bytes()
-}
-
 // stateHandler is readPutHandler written with a State.
 func stateHandler() guest.Handler {
-	sums := guest.NewState("sums", (*Sum).Decode, (*Sum).Append)
+	sums := newDocs("sums")
 	return func(b *guest.Batch) error {
 		for b.Next() {
 			ev := b.Event()
 			amount, _ := guest.JSONInt(ev.Data, "amount")
 			s, _ := sums.Get(b, ev.PartitionKey)
-			s.N += amount
+			s.V += amount
 		}
 		return nil
 	}

@@ -41,15 +41,42 @@ func muts(ms []guest.Mutation) []mut {
 	return out
 }
 
+// batchCase is a handler run natively over one batch: the read model it starts from, and the
+// mutations it must emit or the failure it must end with.
+type batchCase struct {
+	name    string
+	seed    map[string]string // "coll/key" -> doc
+	h       guest.Handler
+	want    []mut
+	wantErr string
+}
+
+// run runs the case over a batch of events with keys.
+func (tt batchCase) run(t *testing.T, shard string, keys ...string) {
+	t.Helper()
+	n := guest.NewNative(tt.h)
+	for ck, d := range tt.seed {
+		c, k, _ := strings.Cut(ck, "/")
+		n.Set(c, k, []byte(d))
+	}
+	ms, err := n.Run(shard, events(keys...))
+	if tt.wantErr != "" {
+		if !errors.Is(err, guest.ErrHandlerFailed) || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Fatalf("err = %v, want ErrHandlerFailed containing %q", err, tt.wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := muts(ms); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+		t.Fatalf("mutations\n got %v\nwant %v", got, tt.want)
+	}
+}
+
 func TestNativeBatch(t *testing.T) {
 	big := `{"x":"` + strings.Repeat("a", 10000) + `"}`
-	tests := []struct {
-		name    string
-		seed    map[string]string // "coll/key" -> doc
-		h       guest.Handler
-		want    []mut
-		wantErr string
-	}{
+	tests := []batchCase{
 		{
 			name: "events are decoded in order with shard id",
 			h: func(b *guest.Batch) error {
@@ -158,27 +185,7 @@ func TestNativeBatch(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			n := guest.NewNative(tt.h)
-			for ck, d := range tt.seed {
-				c, k, _ := strings.Cut(ck, "/")
-				n.Set(c, k, []byte(d))
-			}
-			ms, err := n.Run("shard-7", events("a", "b", "c"))
-			if tt.wantErr != "" {
-				if !errors.Is(err, guest.ErrHandlerFailed) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want ErrHandlerFailed containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := muts(ms)
-			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
-				t.Fatalf("mutations\n got %v\nwant %v", got, tt.want)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { tt.run(t, "shard-7", "a", "b", "c") })
 	}
 }
 

@@ -1,12 +1,12 @@
 package flightdelays_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/projhost/projhost/internal/bench"
 	tuned "github.com/projhost/projhost/internal/bench/tuned/flightdelays"
 	"github.com/projhost/projhost/plugins/examples/flightdelays"
 	"github.com/projhost/projhost/sdk/go/guest"
@@ -15,23 +15,15 @@ import (
 // load reads the example's flights file name as events (partition key = origin).
 func load(tb testing.TB, name string) []guest.Event {
 	tb.Helper()
-	b, err := os.ReadFile("../../../../plugins/examples/flightdelays/data/" + name)
+	evs, err := bench.LoadEvents(filepath.Join("..", "..", "..", "..", "plugins", "examples", "flightdelays", "data", name), "origin", 1)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var raws []json.RawMessage
-	if err := json.Unmarshal(b, &raws); err != nil {
-		tb.Fatal(err)
+	out := make([]guest.Event, len(evs))
+	for i, e := range evs {
+		out[i] = guest.Event{Seq: []byte(e.Seq), PartitionKey: []byte(e.PartitionKey), Data: e.Data}
 	}
-	evs := make([]guest.Event, len(raws))
-	for i, r := range raws {
-		var f struct{ Origin string }
-		if err := json.Unmarshal(r, &f); err != nil {
-			tb.Fatal(err)
-		}
-		evs[i] = guest.Event{Seq: []byte(fmt.Sprint(i + 1)), PartitionKey: []byte(f.Origin), Data: r}
-	}
-	return evs
+	return out
 }
 
 // TestTunedMatchesExample: the tuned baseline emits the example's mutations, in the same order,
