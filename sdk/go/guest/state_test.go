@@ -28,7 +28,9 @@ func (d *Doc) Append(dst []byte) []byte {
 	return o.Bytes()
 }
 
-func newDocs(coll string) *guest.State[Doc] { return guest.NewState(coll, (*Doc).Decode, (*Doc).Append) }
+func newDocs(coll string) *guest.State[Doc] {
+	return guest.NewState(coll, (*Doc).Decode, (*Doc).Append)
+}
 
 func TestState(t *testing.T) {
 	a, b2, c := newDocs("a"), newDocs("b"), newDocs("c")
