@@ -26,9 +26,10 @@ const pageLen = 128
 //
 // Declare one State per collection, usually as a package variable next to the handler, and use
 // it from that handler only: a State is not safe for concurrent use (the host never calls an
-// instance concurrently; natively, run one Native at a time with it). Two States must not hold
-// the same collection in one batch, and a key a State holds should not also be written with
-// Batch.Put or Batch.Delete in that batch (the State's value is written last and wins).
+// instance concurrently; natively, run one Native at a time with it). Two States of one
+// collection must not Get the same key in one batch (the batch fails), and a key a State holds
+// should not also be written with Batch.Put or Batch.Delete in that batch (the State's value is
+// written last and wins).
 type State[T any] struct {
 	coll   string
 	decode func(v *T, doc []byte) error
