@@ -53,8 +53,9 @@ $(WASM_DIR)/%.wasm: internal/testwasm/wat/%.wat host/testdata/wat2wasm.js node_m
 	@mv $(@D)/.wat-$*/$*.wasm $@ && rmdir $(@D)/.wat-$*
 
 # test: everything (the DynamoDB tests against dynalite: at $PROJHOST_DYNAMODB_ENDPOINT, or each
-# test package starts its own), the Go SDK module's tests (test-sdk), then the DynamoDB suites against Amazon's DynamoDB Local (at
-# $PROJHOST_DYNAMODB_LOCAL_ENDPOINT, or started for the run; skipped without Java unless CI=true).
+# test package starts its own), the Go SDK module's tests (test-sdk), then the DynamoDB suites
+# against Amazon's DynamoDB Local (at $PROJHOST_DYNAMODB_LOCAL_ENDPOINT, or started for the run;
+# skipped without Java unless CI=true).
 # -timeout 40m: cmd/projhost runs the process suites (e2e, hostile, verbs, status page, admin
 # API) in one test binary, which takes 14-20 minutes on a loaded 2-core machine (more than go
 # test's default 10).
@@ -97,9 +98,9 @@ demo: build build/wasm/flightdelays-as.wasm
 
 # bench: handler tables (flights-20k) for count and flightdelays, Go and AssemblyScript builds, with
 # the native baseline and wasm/native ratios, the documented/tuned ratio of the Go flightdelays
-# (bench compare), then e2e (journal append + one runner) with 4, 16 and
-# 100 shards. e2e uses the first BENCH_E2E_LIMIT events of flights-3m.ndjson.gz when present (0: all
-# 3M, about 20 minutes more on 2 cores), else flights-20k x BENCH_REPEAT. Then sustained: the same
+# (bench compare), then e2e (journal append + one runner) with 4, 16 and 100 shards. e2e uses the
+# first BENCH_E2E_LIMIT events of flights-3m.ndjson.gz when present (0: all 3M, about 20 minutes
+# more on 2 cores), else flights-20k x BENCH_REPEAT. Then sustained: the same
 # file appended (for at most BENCH_SUSTAINED_DURATION, at most BENCH_SUSTAINED_RATE events/s) while
 # two workers project it, 100 shards.
 BENCH_DURATION ?= 2s

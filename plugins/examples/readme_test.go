@@ -17,8 +17,8 @@ import (
 // the repository, with $HOME/projhost pointing at this checkout, `projhost` on PATH, the user's
 // Go caches but no GOFLAGS and no network, and main.go written from its Go block. The read model
 // `projhost test` prints must be the one the README shows, for the standard Go build and, when
-// TinyGo is installed (make tinygo), for the TinyGo build too; the handler's module graph must
-// hold the SDK only.
+// TinyGo is installed (make tinygo; required under CI=true), for the TinyGo build too; the
+// handler's module graph must hold the SDK only.
 func TestREADMEGoHandlerOutsideRepo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds projhost and a handler (-short)")
@@ -69,6 +69,9 @@ func TestREADMEGoHandlerOutsideRepo(t *testing.T) {
 	if tinygo {
 		path = filepath.Join(root, testwasm.TinyGoDir, "bin") + string(os.PathListSeparator) + path
 	} else {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("TinyGo is not installed in %s: run make tinygo (.ci/run does)", testwasm.TinyGoDir)
+		}
 		t.Logf("TinyGo is not installed in %s (make tinygo): the TinyGo build is left out", testwasm.TinyGoDir)
 		build = regexp.MustCompile(`(?m)^tinygo .*$`).ReplaceAllString(build, "")
 	}
