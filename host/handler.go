@@ -23,9 +23,12 @@ import (
 // DocReader serves the projhost.read import: the current document of collection/key as the host
 // will have it once everything accepted so far is committed (ABI.md §5: the stored state overlaid
 // with applied-but-uncommitted mutations). The Handler calls it only from inside Handle, on the
-// Handle caller's goroutine. The returned doc is only read, never kept past the call.
+// Handle caller's goroutine. key is the guest's own bytes (a valid document key), valid only
+// during the call: an implementation that keeps it must copy it (string(key) does; a map
+// lookup m[string(key)] does not allocate). The returned doc is only read, never kept past the
+// call.
 type DocReader interface {
-	ReadDoc(ctx context.Context, collection, key string) (doc []byte, found bool, err error)
+	ReadDoc(ctx context.Context, collection string, key []byte) (doc []byte, found bool, err error)
 }
 
 // Handler runs one shard's batches through one guest instance at a time. It is safe for
@@ -70,7 +73,7 @@ type callState struct {
 	lastValid bool
 	lastFound bool
 	lastColl  string
-	lastKey   string
+	lastKey   []byte // a copy; its buffer is kept across calls
 	lastDoc   []byte
 }
 
@@ -280,11 +283,11 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 		panic("host: BUG: batch encoding size differs from wasmabi.BatchSize")
 	}
 
-	h.call = callState{inHandle: true, reader: reader}
+	h.call = callState{inHandle: true, reader: reader, lastKey: h.call.lastKey[:0]}
 	h.stack[0], h.stack[1] = uint64(ptr), uint64(size)
 	err = h.callGuest(callCtx, h.handle, h.stack)
 	failed, failMsg := h.call.failed, h.call.failMsg
-	h.call = callState{}
+	h.call = callState{lastKey: h.call.lastKey[:0]}
 	h.logLimit.report(false)
 	if err != nil {
 		return nil, h.callFailed(ctx, err, wasmabi.ExportHandle, first, last)

@@ -27,7 +27,7 @@ type countingReader struct {
 	err   error
 }
 
-func (c *countingReader) ReadDoc(ctx context.Context, coll, key string) ([]byte, bool, error) {
+func (c *countingReader) ReadDoc(ctx context.Context, coll string, key []byte) ([]byte, bool, error) {
 	c.calls++
 	if c.err != nil {
 		return nil, false, c.err
@@ -338,7 +338,7 @@ type slowReader struct {
 	d time.Duration
 }
 
-func (s slowReader) ReadDoc(ctx context.Context, coll, key string) ([]byte, bool, error) {
+func (s slowReader) ReadDoc(ctx context.Context, coll string, key []byte) ([]byte, bool, error) {
 	time.Sleep(s.d)
 	return s.MemReadModel.ReadDoc(ctx, coll, key)
 }
@@ -378,5 +378,25 @@ func TestDeadlineExcludesReads(t *testing.T) {
 	}
 	if len(muts) < 200 || h.Instances() != 1 {
 		t.Fatalf("mutations = %d, instances = %d; want >= 200, 1", len(muts), h.Instances())
+	}
+}
+
+// TestMemReadModelReadDoc: reads see what Apply wrote, deletes included, and do not allocate.
+func TestMemReadModelReadDoc(t *testing.T) {
+	rm := NewMemReadModel()
+	rm.Apply([]event.Mutation{put("c", "a", `{"a":1}`), put("c", "b", `{"b":1}`), {Collection: "c", Key: "b"}})
+	ctx := context.Background()
+	for _, tt := range []struct {
+		coll, key, doc string
+		found          bool
+	}{{"c", "a", `{"a":1}`, true}, {"c", "b", "", false}, {"d", "a", "", false}} {
+		doc, found, err := rm.ReadDoc(ctx, tt.coll, []byte(tt.key))
+		if err != nil || found != tt.found || string(doc) != tt.doc {
+			t.Errorf("ReadDoc(%s, %s) = %s, %v, %v; want %s, %v", tt.coll, tt.key, doc, found, err, tt.doc, tt.found)
+		}
+	}
+	key := []byte("a")
+	if n := testing.AllocsPerRun(100, func() { rm.ReadDoc(ctx, "c", key) }); n != 0 {
+		t.Errorf("ReadDoc allocates %v times, want 0", n)
 	}
 }

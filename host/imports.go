@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -129,18 +130,20 @@ func hostRead(ctx context.Context, mod api.Module, stack []uint64) {
 	bufPtr, bufCap := api.DecodeU32(stack[4]), api.DecodeU32(stack[5])
 	c := &h.call
 	// The n > buf_cap retry protocol reads the same document twice in a row: serve the second
-	// call from the last lookup. The comparisons below do not allocate.
-	if !c.lastValid || c.lastColl != string(coll) || c.lastKey != string(key) {
-		collS, keyS := h.collName(coll), string(key)
+	// call from the last lookup. Nothing here allocates once the handler has seen its
+	// collections: the key goes to the reader as the guest's bytes.
+	if !c.lastValid || c.lastColl != string(coll) || !bytes.Equal(c.lastKey, key) {
+		collS := h.collName(coll)
 		// Time spent reading the read model (a DynamoDB round trip) is the host's, not the
 		// guest's: it does not count against the batch deadline.
 		h.intr.pause()
-		doc, found, err := c.reader.ReadDoc(ctx, collS, keyS)
+		doc, found, err := c.reader.ReadDoc(ctx, collS, key)
 		h.intr.resume()
 		if err != nil {
-			panic(&readErrorPanic{err: fmt.Errorf("projhost.read %s/%s: %w", collS, keyS, err)})
+			panic(&readErrorPanic{err: fmt.Errorf("projhost.read %s/%s: %w", collS, key, err)})
 		}
-		c.lastColl, c.lastKey, c.lastDoc, c.lastFound, c.lastValid = collS, keyS, doc, found, true
+		c.lastColl, c.lastDoc, c.lastFound, c.lastValid = collS, doc, found, true
+		c.lastKey = append(c.lastKey[:0], key...)
 	}
 	if !c.lastFound {
 		stack[0] = api.EncodeI32(-1)

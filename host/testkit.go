@@ -98,9 +98,9 @@ func NewMemReadModel() *MemReadModel {
 	return &MemReadModel{docs: make(map[string]map[string][]byte)}
 }
 
-// ReadDoc implements DocReader. It never fails.
-func (m *MemReadModel) ReadDoc(_ context.Context, collection, key string) ([]byte, bool, error) {
-	d, ok := m.docs[collection][key]
+// ReadDoc implements DocReader. It never fails, and does not allocate.
+func (m *MemReadModel) ReadDoc(_ context.Context, collection string, key []byte) ([]byte, bool, error) {
+	d, ok := m.docs[collection][string(key)]
 	return d, ok, nil
 }
 

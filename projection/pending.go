@@ -112,16 +112,18 @@ type overlay struct {
 	cache bool // remember read documents in p.known (Transactional mode)
 }
 
-func (o overlay) ReadDoc(ctx context.Context, collection, key string) ([]byte, bool, error) {
-	k := docKey{collection, key}
-	if i, ok := o.p.docs[k]; ok {
+// ReadDoc implements host.DocReader. The lookups in memory do not allocate (the map index
+// expressions with string(key) do not copy key); a read from the store copies key.
+func (o overlay) ReadDoc(ctx context.Context, collection string, key []byte) ([]byte, bool, error) {
+	if i, ok := o.p.docs[docKey{collection, string(key)}]; ok {
 		d := o.p.muts[i].Doc
 		return d, d != nil, nil
 	}
-	if d, ok := o.p.known[k]; ok {
+	if d, ok := o.p.known[docKey{collection, string(key)}]; ok {
 		return d, d != nil, nil
 	}
-	doc, found, err := o.store.Get(ctx, o.proj, collection, key)
+	k := docKey{collection, string(key)}
+	doc, found, err := o.store.Get(ctx, o.proj, collection, k.key)
 	if err == nil && o.cache {
 		if !found {
 			doc = nil
