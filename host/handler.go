@@ -62,12 +62,18 @@ type Handler struct {
 	lm        *linearMemory
 	pinned    *linearMemory
 	allocator experimental.MemoryAllocator
+	// native is the guest of a native module (native.go), nbatch its batch buffer, readNative
+	// its read import.
+	native     NativeGuest
+	nbatch     []byte
+	readNative NativeRead
 }
 
 // callState is the state of the current projhost_handle call, read by the host functions.
 type callState struct {
 	inHandle  bool
 	reader    DocReader
+	ctx       context.Context // Handle's, for the reads of a native guest
 	failed    bool
 	failMsg   string
 	lastValid bool
@@ -174,6 +180,7 @@ func (h *Handler) Close(ctx context.Context) error {
 func (h *Handler) discard(ctx context.Context) error {
 	h.stdout.flush()
 	h.stderr.flush()
+	h.native = nil
 	if h.inst == nil {
 		return nil
 	}
@@ -228,6 +235,12 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 		return nil, fmt.Errorf("host: batch of %d bytes is too large for a wasm32 guest; use smaller batches", size)
 	}
 	first, last := events[0].Seq, events[len(events)-1].Seq
+	if h.mod.native != nil {
+		if h.mod.isClosed() {
+			return nil, fmt.Errorf("host: module %q shard %s: %w (Close the handlers before their module)", h.mod.name, h.shard, ErrClosed)
+		}
+		return h.handleNative(ctx, reader, first, last)
+	}
 
 	callCtx := context.WithValue(ctx, handlerKey{}, h)
 	switch {
@@ -304,6 +317,12 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 	if !ok {
 		return nil, h.poison(ctx, ErrBadOutput, first, last, fmt.Sprintf("output range %d..%d is outside guest memory (%d bytes); the handler must return (ptr<<32 | len) of its output", outPtr, uint64(outPtr)+uint64(outLen), h.mem.Size()))
 	}
+	return h.output(ctx, out, first, last)
+}
+
+// output decodes and validates a guest's output into copied mutations (decodeMutations); a bad
+// one discards the guest (ErrBadOutput).
+func (h *Handler) output(ctx context.Context, out []byte, first, last string) ([]event.Mutation, error) {
 	muts, err := decodeMutations(out)
 	if err != nil {
 		if _, ok := err.(*outputLimitError); ok {

@@ -128,6 +128,22 @@ func hostRead(ctx context.Context, mod api.Module, stack []uint64) {
 	coll := guestRange(mod, wasmabi.ImportRead, "collection", api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
 	key := guestRange(mod, wasmabi.ImportRead, "key", api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
 	bufPtr, bufCap := api.DecodeU32(stack[4]), api.DecodeU32(stack[5])
+	doc, found := h.readDoc(ctx, coll, key)
+	if !found {
+		stack[0] = api.EncodeI32(-1)
+		return
+	}
+	n := uint32(len(doc))
+	if n <= bufCap {
+		buf := guestRange(mod, wasmabi.ImportRead, "buffer", bufPtr, n)
+		copy(buf, doc)
+	}
+	stack[0] = api.EncodeU32(n)
+}
+
+// readDoc serves projhost.read of the current call from its DocReader: the document of
+// coll/key and whether there is one. A failing read model stops the guest (readErrorPanic).
+func (h *Handler) readDoc(ctx context.Context, coll, key []byte) ([]byte, bool) {
 	c := &h.call
 	// The n > buf_cap retry protocol reads the same document twice in a row: serve the second
 	// call from the last lookup. Nothing here allocates once the handler has seen its
@@ -145,16 +161,7 @@ func hostRead(ctx context.Context, mod api.Module, stack []uint64) {
 		c.lastColl, c.lastDoc, c.lastFound, c.lastValid = collS, doc, found, true
 		c.lastKey = append(c.lastKey[:0], key...)
 	}
-	if !c.lastFound {
-		stack[0] = api.EncodeI32(-1)
-		return
-	}
-	n := uint32(len(c.lastDoc))
-	if n <= bufCap {
-		buf := guestRange(mod, wasmabi.ImportRead, "buffer", bufPtr, n)
-		copy(buf, c.lastDoc)
-	}
-	stack[0] = api.EncodeU32(n)
+	return c.lastDoc, c.lastFound
 }
 
 func hostAbort(ctx context.Context, mod api.Module, stack []uint64) {

@@ -35,11 +35,12 @@ events per second of one goroutine, the median of repeated passes over the event
   bench handler  a module through the host against an in-memory read model
   bench native   a Go example handler without WebAssembly (the baseline)
   bench compare  a handler against a baseline doing the same work (ratio of events/s)
-  bench e2e      journal append and a runner projecting into the embedded store
+  bench e2e      journal append and a runner projecting into the embedded store (with
+                 --native, again with the Go handler compiled in: the WebAssembly tax)
   bench sustained  appending and projecting at once, in processes, for a fixed time`,
 		Args: cobra.NoArgs,
 	}
-	root.AddCommand(handlerCommand(natives), nativeCommand(natives), compareCommand(natives), e2eCommand(), sustainedCommand())
+	root.AddCommand(handlerCommand(natives), nativeCommand(natives), compareCommand(natives), e2eCommand(natives), sustainedCommand())
 	return root
 }
 
@@ -214,11 +215,11 @@ func nativeCommand(natives map[string]guest.Handler) *cobra.Command {
 	return cmd
 }
 
-func e2eCommand() *cobra.Command {
+func e2eCommand(natives map[string]guest.Handler) *cobra.Command {
 	var o E2EOptions
 	var handler, shards string
 	cmd := &cobra.Command{
-		Use:   "e2e --handler H.wasm --events FILE [--shards 4,16,100]",
+		Use:   "e2e --handler H.wasm --events FILE [--shards 4,16,100] [--native NAME]",
 		Short: "Append the events to a fresh N-shard journal, then project them with one runner until caught up",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -226,6 +227,13 @@ func e2eCommand() *cobra.Command {
 			defer stop()
 			if handler == "" || o.EventsPath == "" {
 				return fmt.Errorf("%w: --handler and --events are required", ErrArgs)
+			}
+			var nh guest.Handler
+			if o.NativeName != "" {
+				var err error
+				if nh, err = lookupNative(natives, o.NativeName); err != nil {
+					return err
+				}
 			}
 			var err error
 			if o.Shards, err = ParseInts(shards); err != nil {
@@ -249,13 +257,20 @@ func e2eCommand() *cobra.Command {
 			o.Name = filepath.Base(handler)
 			errw := cmd.ErrOrStderr()
 			o.Logger = logger(errw)
+			if nh != nil {
+				o.Native = NativeGuests(nh, o.Logger)
+			}
 			res, err := MeasureE2E(ctx, o, func(r E2EResult) {
-				fmt.Fprintf(errw, "e2e %s: %d shards: %d events projected in %s\n", o.Name, r.Shards, r.Stats.Events, Dur(r.ProjectTime))
+				name := o.Name
+				if r.Native {
+					name = "native " + o.NativeName
+				}
+				fmt.Fprintf(errw, "e2e %s: %d shards: %d events projected in %s\n", name, r.Shards, r.Stats.Events, Dur(r.ProjectTime))
 			})
 			if err != nil {
 				return err
 			}
-			return WriteE2E(cmd.OutOrStdout(), o.Name, o.Trusted, res)
+			return WriteE2E(cmd.OutOrStdout(), o.Name, o.NativeName, o.Trusted, res)
 		},
 	}
 	f := cmd.Flags()
@@ -269,5 +284,6 @@ func e2eCommand() *cobra.Command {
 	f.Int64Var(&o.Limit, "limit", 0, "append at most this many events (0: the whole file, --repeat times)")
 	f.DurationVar(&o.LeaseDuration, "lease-duration", 0, "the runner's lease duration (default: the runner's, shardmap.DefaultLeaseDuration = 6s)")
 	f.StringVar(&o.TempDir, "tmp", "", "parent directory of the temporary journals and stores (default: the system temp dir)")
+	f.StringVar(&o.NativeName, "native", "", "also project each journal with this Go handler compiled in, through the same pipeline, and print wasm/native ("+nativeNames(natives)+")")
 	return cmd
 }

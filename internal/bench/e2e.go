@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/internal/eventfile"
 	"github.com/projhost/projhost/projection"
+	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/shardmap"
 	"github.com/projhost/projhost/source/journal"
 	"github.com/projhost/projhost/store/sqlite"
@@ -21,6 +24,10 @@ import (
 // ErrIncomplete is wrapped by the error of MeasureE2E when the runner stopped without handling
 // every appended event or with failed batches.
 var ErrIncomplete = errors.New("bench: projection incomplete")
+
+// ErrMismatch is wrapped by the error of MeasureE2E when the native handler's read model
+// differs from the module's.
+var ErrMismatch = errors.New("bench: the native handler's read model differs from the module's")
 
 // E2EOptions configures MeasureE2E.
 type E2EOptions struct {
@@ -41,6 +48,13 @@ type E2EOptions struct {
 	// Logger receives the guest's and host's logs; default slog.Default(). The runner's
 	// warnings are counted into E2EResult.Warnings instead; its errors go to Logger.
 	Logger *slog.Logger
+	// Native, when not nil, makes the guests of the same handler compiled into the host
+	// (NativeGuests: a Go handler through the SDK's native runner), run by host.NewNativeModule
+	// through the same pipeline: each run then projects its journal a second time with them,
+	// into a store of its own, and checks that both read models are the same. NativeName
+	// labels it (e.g. "flightdelays").
+	Native     func(shardID string) host.NativeGuest
+	NativeName string
 }
 
 // E2EResult is one run of MeasureE2E.
@@ -64,6 +78,10 @@ type E2EResult struct {
 	// Warnings are the runner's warning messages with their counts, most frequent first
 	// (e.g. leases lost because renewals were late), nil when there were none.
 	Warnings []Warning
+	// Native: the projection by E2EOptions.Native, the handler compiled into the host. Its
+	// Events, AppendTime and AppendRate are those of the module's run before it (both read
+	// the journal that run appended).
+	Native bool
 }
 
 // Replayed returns the events handled more than once (after a lease was lost and retaken, or a
@@ -95,10 +113,14 @@ func rate(n int64, d time.Duration) float64 {
 // journal with that many shards in a new temporary directory, appends the events of
 // opts.EventsPath (opts.Repeat times) and projects them with one in-process container.Runner (one
 // worker, embedded SQLite store in the same directory, lease store wrapped to count its calls)
-// until caught up. onResult, when not nil, is called after each run (to print progressively).
+// until caught up. With opts.Native it then projects the same journal again, with the native
+// handler, into a new store, and compares the two read models. The results come in order:
+// per shard count, the module's run, then the native one. onResult, when not nil, is called
+// after each run (to print progressively).
 //
 // Errors: ErrArgs for bad options; file, journal, store and host errors; ErrIncomplete when the
-// runner handled fewer events than appended or had failed batches; ctx's error.
+// runner handled fewer events than appended or had failed batches; ErrMismatch when the native
+// read model differs; ctx's error.
 func MeasureE2E(ctx context.Context, opts E2EOptions, onResult func(E2EResult)) ([]E2EResult, error) {
 	if opts.Name == "" || len(opts.WASM) == 0 || opts.EventsPath == "" {
 		return nil, fmt.Errorf("%w: a module, its name and an events file are required", ErrArgs)
@@ -136,40 +158,84 @@ func MeasureE2E(ctx context.Context, opts E2EOptions, onResult func(E2EResult)) 
 		return nil, err
 	}
 	defer mod.Close(context.WithoutCancel(ctx))
+	mods := []*host.Module{mod}
+	if opts.Native != nil {
+		mods = append(mods, host.NewNativeModule("native "+opts.NativeName, opts.Native, opts.Logger))
+	}
 
 	var out []E2EResult
 	for _, n := range opts.Shards {
-		res, err := e2eRun(ctx, opts, mod, n)
+		res, err := e2eRun(ctx, opts, mods, n, onResult)
+		out = append(out, res...)
 		if err != nil {
 			return out, fmt.Errorf("bench: e2e with %d shards: %w", n, err)
-		}
-		out = append(out, res)
-		if onResult != nil {
-			onResult(res)
 		}
 	}
 	return out, nil
 }
 
-func e2eRun(ctx context.Context, opts E2EOptions, mod *host.Module, shards int) (E2EResult, error) {
-	res := E2EResult{Shards: shards}
+// e2eRun appends the events to a new journal of shards shards and projects it with each of
+// mods into a store of its own, comparing the read models of the later ones with the first's.
+func e2eRun(ctx context.Context, opts E2EOptions, mods []*host.Module, shards int, onResult func(E2EResult)) ([]E2EResult, error) {
 	dir, err := os.MkdirTemp(opts.TempDir, "projhost-bench-e2e-")
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	j, err := journal.Create(dir, shards)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	defer j.Close()
-	if res.Events, res.AppendTime, err = appendFile(ctx, j, opts.EventsPath, opts.KeyField, opts.Repeat, opts.Limit); err != nil {
-		return res, err
-	}
-
-	st, err := sqlite.Open(dir)
+	events, appendTime, err := appendFile(ctx, j, opts.EventsPath, opts.KeyField, opts.Repeat, opts.Limit)
 	if err != nil {
-		return res, err
+		return nil, err
+	}
+	var out []E2EResult
+	var first []readmodel.Doc
+	for i, mod := range mods {
+		res := E2EResult{Shards: shards, Events: events, AppendTime: appendTime, Native: i > 0}
+		storeDir := filepath.Join(dir, fmt.Sprintf("store-%d", i))
+		docs, err := project(ctx, opts, mod, j, storeDir, &res, len(mods) > 1)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, res)
+		if onResult != nil {
+			onResult(res)
+		}
+		if i == 0 {
+			first = docs
+		} else if err := sameDocs(first, docs); err != nil {
+			return out, fmt.Errorf("%w: %s: %w", ErrMismatch, mod.Name(), err)
+		}
+	}
+	return out, nil
+}
+
+// sameDocs returns an error naming the first difference between two read models (Scan order).
+func sameDocs(want, got []readmodel.Doc) error {
+	for i := range min(len(want), len(got)) {
+		w, g := want[i], got[i]
+		if w.Collection != g.Collection || w.Key != g.Key || !bytes.Equal(w.Doc, g.Doc) {
+			return fmt.Errorf("document %d is %s/%s %s, want %s/%s %s", i, g.Collection, g.Key, g.Doc, w.Collection, w.Key, w.Doc)
+		}
+	}
+	if len(want) != len(got) {
+		return fmt.Errorf("%d documents, want %d", len(got), len(want))
+	}
+	return nil
+}
+
+// project runs the runner with mod over j, with the embedded store in storeDir, until caught
+// up, and fills res; with scan, it returns the read model's documents.
+func project(ctx context.Context, opts E2EOptions, mod *host.Module, j *journal.Journal, storeDir string, res *E2EResult, scan bool) ([]readmodel.Doc, error) {
+	if err := os.Mkdir(storeDir, 0o755); err != nil {
+		return nil, err
+	}
+	st, err := sqlite.Open(storeDir)
+	if err != nil {
+		return nil, err
 	}
 	defer st.Close()
 	leases := &countingLeases{LeaseStore: st.Leases}
@@ -180,31 +246,37 @@ func e2eRun(ctx context.Context, opts E2EOptions, mod *host.Module, shards int) 
 	}
 	warns := newWarnCounter(opts.Logger.Handler())
 	r, err := container.New(container.Config{
-		Config: projection.Config{Projection: "bench", Stores: &counted, Modules: projection.Fixed(mod),
+		Config: projection.Config{Projection: benchProjection, Stores: &counted, Modules: projection.Fixed(mod),
 			Logger: slog.New(warns)},
 		WorkerID: "bench-worker", Source: j,
 		BatchSize: opts.BatchSize, LeaseDuration: opts.LeaseDuration, UntilCaughtUp: true,
 	})
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	t0 := time.Now()
 	if err := r.Run(ctx); err != nil {
-		return res, err
+		return nil, err
 	}
 	res.ProjectTime = time.Since(t0)
 	if err := ctx.Err(); err != nil {
-		return res, err
+		return nil, err
 	}
 	res.Stats = r.Stats()
 	res.LeaseCreates, res.LeaseUpdates, res.LeaseLists = leases.creates.Load(), leases.updates.Load(), leases.lists.Load()
 	res.LeaseConflicts = leases.conflicts.Load()
 	res.Warnings = warns.warnings()
 	if res.Stats.Events < res.Events || res.Stats.Failures > 0 {
-		return res, fmt.Errorf("%w: %d events appended, %d handled, %d failed batches", ErrIncomplete, res.Events, res.Stats.Events, res.Stats.Failures)
+		return nil, fmt.Errorf("%w: %s: %d events appended, %d handled, %d failed batches", ErrIncomplete, mod.Name(), res.Events, res.Stats.Events, res.Stats.Failures)
 	}
-	return res, nil
+	if !scan {
+		return nil, nil
+	}
+	return st.ReadModel.Scan(ctx, benchProjection, "")
 }
+
+// benchProjection is the projection name of the e2e runs.
+const benchProjection = "bench"
 
 // errLimit stops the scan of the events file at the limit.
 var errLimit = errors.New("limit reached")

@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/projhost/projhost/host"
@@ -76,4 +78,40 @@ func guestEvents(events []source.Event) []guest.Event {
 		evs[i] = guest.Event{Seq: []byte(e.Seq), PartitionKey: []byte(e.PartitionKey), ArrivalMs: e.ArrivalMs, Data: e.Data}
 	}
 	return evs
+}
+
+// sdkGuest runs a Go handler through the SDK's native runner (guest.Native.RunBatch:
+// projhost_handle without WebAssembly) as a host.NativeGuest: the handler compiled into the
+// host, for bench e2e --native. The host checks the documents as for a module, so the runner
+// does not (guest.WithDocValidation(false)). guest.Native reads its own copy of what the
+// handler wrote, not the host's read model (it takes no read function); in the benchmark's
+// pipeline (an empty read model, every document written by the handler of one shard) that
+// copy answers what the host's read model would.
+type sdkGuest struct {
+	n  *guest.Native
+	mu *sync.Mutex // held while the handler runs (NativeGuests)
+}
+
+// NativeGuests returns the maker of E2EOptions.Native for h: guests that run h through the
+// SDK's native runner, logging to logger. They run h one at a time: the SDK's handlers keep
+// their state in package variables (each WebAssembly instance has its own), so natively one
+// Native at a time may run a handler. With several shards on several cores this leaves the
+// native runs less parallel than the module's: a wasm/native ratio flatters WebAssembly by up
+// to the handler's share of the pipeline's time.
+func NativeGuests(h guest.Handler, logger *slog.Logger) func(shardID string) host.NativeGuest {
+	var mu sync.Mutex
+	return func(string) host.NativeGuest {
+		return &sdkGuest{n: guest.NewNative(h, guest.WithDocValidation(false), guest.WithLogger(logger)), mu: &mu}
+	}
+}
+
+// HandleBatch implements host.NativeGuest.
+func (g *sdkGuest) HandleBatch(batch []byte, _ host.NativeRead) ([]byte, string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out, err := g.n.RunBatch(batch)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return out, ""
 }

@@ -61,14 +61,62 @@ func WriteComparison(w io.Writer, native *NativeReport, reps []*HandlerReport) e
 	return tw.Flush()
 }
 
-// WriteE2E prints the end-to-end results of one module, then the runner warnings of each run.
-func WriteE2E(w io.Writer, name string, trusted bool, results []E2EResult) error {
+// WriteE2E prints the end-to-end results of one module, then those of the native handler
+// nativeName (the results with Native set; none: no such table) and, per shard count, the
+// ratio of the two projection rates (wasm/native), then the runner warnings of each run.
+func WriteE2E(w io.Writer, name, nativeName string, trusted bool, results []E2EResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	mode := "deadline on"
 	if trusted {
 		mode = "trusted"
 	}
+	var wasm, native []E2EResult
+	for _, r := range results {
+		if r.Native {
+			native = append(native, r)
+		} else {
+			wasm = append(wasm, r)
+		}
+	}
 	fmt.Fprintf(tw, "e2e %s (%s): journal append, then one in-process runner with the embedded store until caught up\n", name, mode)
+	writeE2ERows(tw, wasm)
+	if len(native) > 0 {
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "e2e native %s (the Go handler compiled in, through the same runner, journal and store; append: the run above)\n", nativeName)
+		writeE2ERows(tw, native)
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "e2e %s vs native %s: project events/s (ratio = wasm/native; the read models are the same)\n", name, nativeName)
+		fmt.Fprintln(tw, "  shards	wasm ev/s	native ev/s	wasm/native")
+		for _, n := range native {
+			for _, r := range wasm {
+				if r.Shards == n.Shards {
+					fmt.Fprintf(tw, "  %d	%s	%s	%s\n", r.Shards, group(int64(r.ProjectRate()+0.5)), group(int64(n.ProjectRate()+0.5)),
+						ratio(r.ProjectRate(), n.ProjectRate()))
+					break
+				}
+			}
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range results {
+		what := ""
+		if r.Native {
+			what = " (native)"
+		}
+		for _, wn := range r.Warnings {
+			fmt.Fprintf(tw, "  %d shards%s: %d× warning %q\n", r.Shards, what, wn.Count, wn.Message)
+		}
+	}
+	return tw.Flush()
+}
+
+func writeE2ERows(tw *tabwriter.Writer, results []E2EResult) {
 	fmt.Fprintln(tw, "  shards\tevents\tappend ev/s\tproject ev/s\tproject time\tbatches\treplayed\tcursor saves\tper 100 ev\tlease creates\tlease updates\tlease conflicts")
 	for _, r := range results {
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%.2f\t%d\t%d\t%d\n", r.Shards, group(r.Events),
@@ -76,15 +124,6 @@ func WriteE2E(w io.Writer, name string, trusted bool, results []E2EResult) error
 			r.Stats.Batches, group(r.Replayed()), r.Stats.CursorSaves, r.CursorSavesPer100(),
 			r.LeaseCreates, r.LeaseUpdates, r.LeaseConflicts)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, r := range results {
-		for _, wn := range r.Warnings {
-			fmt.Fprintf(tw, "  %d shards: %d× warning %q\n", r.Shards, wn.Count, wn.Message)
-		}
-	}
-	return tw.Flush()
 }
 
 // Dur formats d for the tables: microseconds below 1 ms ("250 µs"), milliseconds with one

@@ -227,7 +227,7 @@ func TestWriteE2E(t *testing.T) {
 	assert.Equal(t, 0.0, E2EResult{Events: 5}.AppendRate())
 
 	var b strings.Builder
-	require.NoError(t, WriteE2E(&b, "flightdelays-as.wasm", true, res))
+	require.NoError(t, WriteE2E(&b, "flightdelays-as.wasm", "", true, res))
 	want := `e2e flightdelays-as.wasm (trusted): journal append, then one in-process runner with the embedded store until caught up
   shards  events   append ev/s  project ev/s  project time  batches  replayed  cursor saves  per 100 ev  lease creates  lease updates  lease conflicts
   4       100,000  80,000       12,500        8.00 s        202      0         53            0.05        4              16             0
@@ -237,8 +237,37 @@ func TestWriteE2E(t *testing.T) {
 `
 	assert.Equal(t, want, b.String())
 	b.Reset()
-	require.NoError(t, WriteE2E(&b, "x.wasm", false, nil))
+	require.NoError(t, WriteE2E(&b, "x.wasm", "", false, nil))
 	assert.True(t, strings.HasPrefix(b.String(), "e2e x.wasm (deadline on): "), b.String())
+
+	// With the native runs: their table, then the ratios by shard count.
+	native := []E2EResult{
+		res[0],
+		{Shards: 4, Events: 100000, AppendTime: 1250 * time.Millisecond, ProjectTime: 5 * time.Second, Native: true,
+			Stats: container.Stats{Events: 100000, Batches: 202, CursorSaves: 50}, LeaseCreates: 4, LeaseUpdates: 12,
+			Warnings: []Warning{{"slow", 2}}},
+		{Shards: 16, Events: 100000, AppendTime: time.Second, ProjectTime: 4 * time.Second,
+			Stats: container.Stats{Events: 100000, Batches: 210, CursorSaves: 70}, LeaseCreates: 16, LeaseUpdates: 40},
+		{Shards: 16, Events: 100000, AppendTime: time.Second, ProjectTime: 2500 * time.Millisecond, Native: true,
+			Stats: container.Stats{Events: 100000, Batches: 210, CursorSaves: 64}, LeaseCreates: 16, LeaseUpdates: 40},
+	}
+	b.Reset()
+	require.NoError(t, WriteE2E(&b, "flightdelays-as.wasm", "flightdelays", false, native))
+	want = `e2e flightdelays-as.wasm (deadline on): journal append, then one in-process runner with the embedded store until caught up
+  shards  events   append ev/s  project ev/s  project time  batches  replayed  cursor saves  per 100 ev  lease creates  lease updates  lease conflicts
+  4       100,000  80,000       12,500        8.00 s        202      0         53            0.05        4              16             0
+  16      100,000  100,000      25,000        4.00 s        210      0         70            0.07        16             40             0
+e2e native flightdelays (the Go handler compiled in, through the same runner, journal and store; append: the run above)
+  shards  events   append ev/s  project ev/s  project time  batches  replayed  cursor saves  per 100 ev  lease creates  lease updates  lease conflicts
+  4       100,000  80,000       20,000        5.00 s        202      0         50            0.05        4              12             0
+  16      100,000  100,000      40,000        2.50 s        210      0         64            0.06        16             40             0
+e2e flightdelays-as.wasm vs native flightdelays: project events/s (ratio = wasm/native; the read models are the same)
+  shards  wasm ev/s  native ev/s  wasm/native
+  4       12,500     20,000       0.62
+  16      25,000     40,000       0.62
+  4 shards (native): 2× warning "slow"
+`
+	assert.Equal(t, want, b.String())
 }
 
 func TestWarnCounter(t *testing.T) {
