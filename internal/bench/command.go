@@ -217,15 +217,22 @@ func nativeCommand(natives map[string]guest.Handler) *cobra.Command {
 
 func e2eCommand(natives map[string]guest.Handler) *cobra.Command {
 	var o E2EOptions
-	var handler, shards string
+	var handlers []string
+	var shards string
 	cmd := &cobra.Command{
-		Use:   "e2e --handler H.wasm --events FILE [--shards 4,16,100] [--native NAME]",
-		Short: "Append the events to a fresh N-shard journal, then project them with one runner until caught up",
-		Args:  cobra.NoArgs,
+		Use:   "e2e --handler H.wasm [--handler H2.wasm] --events FILE [--shards 4,16,100] [--native NAME]",
+		Short: "Append the events to a fresh N-shard journal, then project them with one runner per handler until caught up",
+		Long: `e2e appends the events to a fresh journal of N shards, for each N of --shards, then projects
+that journal with each --handler in turn (builds of one handler: their read models must be the
+same), each with one in-process runner and an embedded store of its own, until caught up. With
+--native NAME it projects the journal once more with the Go handler NAME compiled into the host
+(the SDK's native runner, through the same runner, journal and store) and prints each module's
+events/s as a ratio of the native one (wasm/native): the WebAssembly tax end to end.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext(cmd)
 			defer stop()
-			if handler == "" || o.EventsPath == "" {
+			if len(handlers) == 0 || o.EventsPath == "" {
 				return fmt.Errorf("%w: --handler and --events are required", ErrArgs)
 			}
 			var nh guest.Handler
@@ -248,38 +255,37 @@ func e2eCommand(natives map[string]guest.Handler) *cobra.Command {
 			if o.BatchSize < 1 {
 				return fmt.Errorf("%w: --batch-size %d must be at least 1", ErrArgs, o.BatchSize)
 			}
-			if o.WASM, err = host.ReadModuleFile(handler, host.DefaultMaxModuleFile); err != nil {
-				return err
+			for _, p := range handlers {
+				b, err := host.ReadModuleFile(p, host.DefaultMaxModuleFile)
+				if err != nil {
+					return err
+				}
+				o.Modules = append(o.Modules, E2EModule{Name: filepath.Base(p), WASM: b})
 			}
 			if _, err := os.Stat(o.EventsPath); err != nil {
 				return fmt.Errorf("reading events: %w", err)
 			}
-			o.Name = filepath.Base(handler)
 			errw := cmd.ErrOrStderr()
 			o.Logger = logger(errw)
 			if nh != nil {
 				o.Native = NativeGuests(nh, o.Logger)
 			}
 			res, err := MeasureE2E(ctx, o, func(r E2EResult) {
-				name := o.Name
-				if r.Native {
-					name = "native " + o.NativeName
-				}
-				fmt.Fprintf(errw, "e2e %s: %d shards: %d events projected in %s\n", name, r.Shards, r.Stats.Events, Dur(r.ProjectTime))
+				fmt.Fprintf(errw, "e2e %s: %d shards: %d events projected in %s\n", r.Module, r.Shards, r.Stats.Events, Dur(r.ProjectTime))
 			})
 			if err != nil {
 				return err
 			}
-			return WriteE2E(cmd.OutOrStdout(), o.Name, o.NativeName, o.Trusted, res)
+			return WriteE2E(cmd.OutOrStdout(), o.Trusted, res)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&handler, "handler", "", "handler module (.wasm) (required)")
+	f.StringArrayVar(&handlers, "handler", nil, "handler module (.wasm); repeat to project each journal with several builds of one handler (required)")
 	f.StringVar(&o.EventsPath, "events", "", "events file: JSON array or JSON lines, gzip ok; streamed (required)")
 	f.StringVar(&o.KeyField, "key-field", DefaultKeyField, "top-level JSON field used as the partition key")
-	f.StringVar(&shards, "shards", "4,16,100", "comma-separated journal shard counts, one run each")
+	f.StringVar(&shards, "shards", "4,16,100", "comma-separated journal shard counts, one journal each")
 	f.IntVar(&o.Repeat, "repeat", 1, "append the file's events this many times")
-	f.BoolVar(&o.Trusted, "trusted", false, "load the handler without the per-batch deadline")
+	f.BoolVar(&o.Trusted, "trusted", false, "load the handlers without the per-batch deadline")
 	f.IntVar(&o.BatchSize, "batch-size", 500, "max events per handler call (the runner's batch size)")
 	f.Int64Var(&o.Limit, "limit", 0, "append at most this many events (0: the whole file, --repeat times)")
 	f.DurationVar(&o.LeaseDuration, "lease-duration", 0, "the runner's lease duration (default: the runner's, shardmap.DefaultLeaseDuration = 6s)")

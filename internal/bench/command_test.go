@@ -159,25 +159,26 @@ func TestMeasureE2E(t *testing.T) {
 	assert.GreaterOrEqual(t, number(t, rows[6]), 4.0, "lease updates: an acquisition and a release per shard")
 }
 
-// TestMeasureE2ENative projects 2,000 flights through a 2-shard journal with count-as, then with
-// count compiled in (bench e2e --native): both runs handle every event once, their read
-// models are the same (MeasureE2E compares them), and the ratio is printed.
+// TestMeasureE2ENative projects 2,000 flights through a 2-shard journal with count-as and
+// count-go, then with count compiled in (bench e2e --native): every run handles every event
+// once, the read models are the same (MeasureE2E compares them), and the ratios are printed.
 func TestMeasureE2ENative(t *testing.T) {
-	wasm := testwasm.Path(t, testwasm.CountAS)
-	out, err := runCommand(t, "e2e", "--handler", wasm, "--events", flights(t, "flights-2k.json"),
-		"--shards", "2", "--native", "count", "--tmp", t.TempDir())
+	out, err := runCommand(t, "e2e", "--handler", testwasm.Path(t, testwasm.CountAS), "--handler", testwasm.Path(t, testwasm.CountGo),
+		"--events", flights(t, "flights-2k.json"), "--shards", "2", "--native", "count", "--tmp", t.TempDir())
 	require.NoError(t, err)
 	t.Log("\n" + out)
-	for _, table := range []string{"e2e count-as.wasm (deadline on)", "e2e native count ("} {
+	for _, table := range []string{"e2e count-as.wasm (deadline on)", "e2e count-go.wasm (deadline on)", "e2e native count: "} {
 		i := strings.Index(out, table)
 		require.GreaterOrEqual(t, i, 0, "no table %q", table)
 		row := regexp.MustCompile(`(?m)^  2\s+2,000\s+[\d,]+\s+([\d,]+)\s+\S+ \S+\s+\d+\s+0\s`).FindStringSubmatch(out[i:])
 		require.NotNil(t, row, "%s: no row of 2,000 events, none replayed", table)
 		assert.Greater(t, number(t, row[1]), 0.0, "%s: project ev/s", table)
 	}
-	ratio := regexp.MustCompile(`(?m)^  2\s+[\d,]+\s+[\d,]+\s+(\d+\.\d\d)$`).FindStringSubmatch(out)
+	require.Contains(t, out, "  shards  native count ev/s  count-as.wasm  count-go.wasm\n")
+	ratio := regexp.MustCompile(`(?m)^  2\s+[\d,]+\s+(\d+\.\d\d)\s+(\d+\.\d\d)$`).FindStringSubmatch(out)
 	require.NotNil(t, ratio, out)
-	assert.Greater(t, number(t, ratio[1]), 0.0, "wasm/native")
+	assert.Greater(t, number(t, ratio[1]), 0.0, "count-as wasm/native")
+	assert.Greater(t, number(t, ratio[2]), 0.0, "count-go wasm/native")
 }
 
 // TestSameDocs: the read model comparison of the native run names the first difference.

@@ -25,15 +25,20 @@ import (
 // every appended event or with failed batches.
 var ErrIncomplete = errors.New("bench: projection incomplete")
 
-// ErrMismatch is wrapped by the error of MeasureE2E when the native handler's read model
-// differs from the module's.
-var ErrMismatch = errors.New("bench: the native handler's read model differs from the module's")
+// ErrMismatch is wrapped by the error of MeasureE2E when the read models of two runs over the
+// same journal differ.
+var ErrMismatch = errors.New("bench: read models differ")
+
+// E2EModule is a handler module MeasureE2E runs.
+type E2EModule struct {
+	Name string // e.g. "flightdelays-as.wasm"; required
+	WASM []byte // required
+}
 
 // E2EOptions configures MeasureE2E.
 type E2EOptions struct {
-	Name       string // module name, e.g. "flightdelays-as.wasm"; required
-	WASM       []byte // required
-	Trusted    bool   // load the module without the per-batch deadline (host.WithTrusted)
+	Modules    []E2EModule // at least one; each projects every journal in turn
+	Trusted    bool        // load the modules without the per-batch deadline (host.WithTrusted)
 	EventsPath string // events file (JSON array or JSON lines, gzip ok), streamed; required
 	KeyField   string // partition key field; default DefaultKeyField
 	Repeat     int    // append the file's events this many times; default 1
@@ -50,20 +55,22 @@ type E2EOptions struct {
 	Logger *slog.Logger
 	// Native, when not nil, makes the guests of the same handler compiled into the host
 	// (NativeGuests: a Go handler through the SDK's native runner), run by host.NewNativeModule
-	// through the same pipeline: each run then projects its journal a second time with them,
-	// into a store of its own, and checks that both read models are the same. NativeName
-	// labels it (e.g. "flightdelays").
+	// through the same pipeline: after the modules, it projects each journal too, into a store
+	// of its own. NativeName labels it (e.g. "flightdelays"; the results say "native NAME").
 	Native     func(shardID string) host.NativeGuest
 	NativeName string
 }
 
 // E2EResult is one run of MeasureE2E.
 type E2EResult struct {
+	Module string // the module's name, or "native " + E2EOptions.NativeName
+	Native bool   // the run of E2EOptions.Native, the handler compiled into the host
 	Shards int
 	Events int64 // events appended (and projected)
 
 	// AppendTime is the time spent in journal.Append calls of journal.TxEvents events each
-	// (file reading and JSON scanning excluded).
+	// (file reading and JSON scanning excluded). The runs of one shard count project the same
+	// journal, appended once: they show the same figure.
 	AppendTime time.Duration
 	// ProjectTime is the wall time of container.Runner.Run with UntilCaughtUp, from start (lease
 	// creation and acquisition included) until every shard's cursor is at its head (the
@@ -78,10 +85,6 @@ type E2EResult struct {
 	// Warnings are the runner's warning messages with their counts, most frequent first
 	// (e.g. leases lost because renewals were late), nil when there were none.
 	Warnings []Warning
-	// Native: the projection by E2EOptions.Native, the handler compiled into the host. Its
-	// Events, AppendTime and AppendRate are those of the module's run before it (both read
-	// the journal that run appended).
-	Native bool
 }
 
 // Replayed returns the events handled more than once (after a lease was lost and retaken, or a
@@ -111,19 +114,24 @@ func rate(n int64, d time.Duration) float64 {
 
 // MeasureE2E runs, for each shard count, the whole local pipeline on fresh state: it creates a
 // journal with that many shards in a new temporary directory, appends the events of
-// opts.EventsPath (opts.Repeat times) and projects them with one in-process container.Runner (one
-// worker, embedded SQLite store in the same directory, lease store wrapped to count its calls)
-// until caught up. With opts.Native it then projects the same journal again, with the native
-// handler, into a new store, and compares the two read models. The results come in order:
-// per shard count, the module's run, then the native one. onResult, when not nil, is called
-// after each run (to print progressively).
+// opts.EventsPath (opts.Repeat times), and projects them with each module in turn (then with
+// opts.Native), each with one in-process container.Runner (one worker, an embedded SQLite store
+// of its own in the same directory, lease store wrapped to count its calls) until caught up.
+// Every run after the first must leave the same read model as the first (the modules are
+// builds of one handler). The results come per shard count, in the order of the runs.
+// onResult, when not nil, is called after each run (to print progressively).
 //
-// Errors: ErrArgs for bad options; file, journal, store and host errors; ErrIncomplete when the
-// runner handled fewer events than appended or had failed batches; ErrMismatch when the native
-// read model differs; ctx's error.
+// Errors: ErrArgs for bad options; file, journal, store and host errors; ErrIncomplete when a
+// runner handled fewer events than appended or had failed batches; ErrMismatch when a read
+// model differs from the first; ctx's error.
 func MeasureE2E(ctx context.Context, opts E2EOptions, onResult func(E2EResult)) ([]E2EResult, error) {
-	if opts.Name == "" || len(opts.WASM) == 0 || opts.EventsPath == "" {
-		return nil, fmt.Errorf("%w: a module, its name and an events file are required", ErrArgs)
+	if len(opts.Modules) == 0 || opts.EventsPath == "" {
+		return nil, fmt.Errorf("%w: a module and an events file are required", ErrArgs)
+	}
+	for _, m := range opts.Modules {
+		if m.Name == "" || len(m.WASM) == 0 {
+			return nil, fmt.Errorf("%w: a module without its name or bytes", ErrArgs)
+		}
 	}
 	if opts.KeyField == "" {
 		opts.KeyField = DefaultKeyField
@@ -153,12 +161,15 @@ func MeasureE2E(ctx context.Context, opts E2EOptions, onResult func(E2EResult)) 
 		return nil, err
 	}
 	defer rt.Close(context.WithoutCancel(ctx))
-	mod, err := rt.Load(ctx, opts.Name, opts.WASM, host.WithTrusted(opts.Trusted))
-	if err != nil {
-		return nil, err
+	var mods []*host.Module
+	for _, m := range opts.Modules {
+		mod, err := rt.Load(ctx, m.Name, m.WASM, host.WithTrusted(opts.Trusted))
+		if err != nil {
+			return nil, err
+		}
+		defer mod.Close(context.WithoutCancel(ctx))
+		mods = append(mods, mod)
 	}
-	defer mod.Close(context.WithoutCancel(ctx))
-	mods := []*host.Module{mod}
 	if opts.Native != nil {
 		mods = append(mods, host.NewNativeModule("native "+opts.NativeName, opts.Native, opts.Logger))
 	}
@@ -175,7 +186,8 @@ func MeasureE2E(ctx context.Context, opts E2EOptions, onResult func(E2EResult)) 
 }
 
 // e2eRun appends the events to a new journal of shards shards and projects it with each of
-// mods into a store of its own, comparing the read models of the later ones with the first's.
+// mods (the native one last) into a store of its own, comparing the read models of the later
+// ones with the first's.
 func e2eRun(ctx context.Context, opts E2EOptions, mods []*host.Module, shards int, onResult func(E2EResult)) ([]E2EResult, error) {
 	dir, err := os.MkdirTemp(opts.TempDir, "projhost-bench-e2e-")
 	if err != nil {
@@ -194,7 +206,7 @@ func e2eRun(ctx context.Context, opts E2EOptions, mods []*host.Module, shards in
 	var out []E2EResult
 	var first []readmodel.Doc
 	for i, mod := range mods {
-		res := E2EResult{Shards: shards, Events: events, AppendTime: appendTime, Native: i > 0}
+		res := E2EResult{Module: mod.Name(), Native: opts.Native != nil && i == len(mods)-1, Shards: shards, Events: events, AppendTime: appendTime}
 		storeDir := filepath.Join(dir, fmt.Sprintf("store-%d", i))
 		docs, err := project(ctx, opts, mod, j, storeDir, &res, len(mods) > 1)
 		if err != nil {
@@ -207,7 +219,7 @@ func e2eRun(ctx context.Context, opts E2EOptions, mods []*host.Module, shards in
 		if i == 0 {
 			first = docs
 		} else if err := sameDocs(first, docs); err != nil {
-			return out, fmt.Errorf("%w: %s: %w", ErrMismatch, mod.Name(), err)
+			return out, fmt.Errorf("%w: %s and %s: %w", ErrMismatch, mods[0].Name(), mod.Name(), err)
 		}
 	}
 	return out, nil

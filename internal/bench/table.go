@@ -61,56 +61,74 @@ func WriteComparison(w io.Writer, native *NativeReport, reps []*HandlerReport) e
 	return tw.Flush()
 }
 
-// WriteE2E prints the end-to-end results of one module, then those of the native handler
-// nativeName (the results with Native set; none: no such table) and, per shard count, the
-// ratio of the two projection rates (wasm/native), then the runner warnings of each run.
-func WriteE2E(w io.Writer, name, nativeName string, trusted bool, results []E2EResult) error {
+// WriteE2E prints the end-to-end results: a table per module in the order of the results (the
+// native handler's last), then, when there are native results, each module's projection rate
+// as a ratio of the native one (wasm/native) by shard count, then the runner warnings of each
+// run.
+func WriteE2E(w io.Writer, trusted bool, results []E2EResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	mode := "deadline on"
 	if trusted {
 		mode = "trusted"
 	}
-	var wasm, native []E2EResult
+	var names []string
+	byModule := map[string][]E2EResult{}
+	native := ""
 	for _, r := range results {
+		if _, ok := byModule[r.Module]; !ok {
+			names = append(names, r.Module)
+		}
+		byModule[r.Module] = append(byModule[r.Module], r)
 		if r.Native {
-			native = append(native, r)
-		} else {
-			wasm = append(wasm, r)
+			native = r.Module
 		}
 	}
-	fmt.Fprintf(tw, "e2e %s (%s): journal append, then one in-process runner with the embedded store until caught up\n", name, mode)
-	writeE2ERows(tw, wasm)
-	if len(native) > 0 {
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		fmt.Fprintf(tw, "e2e native %s (the Go handler compiled in, through the same runner, journal and store; append: the run above)\n", nativeName)
-		writeE2ERows(tw, native)
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		fmt.Fprintf(tw, "e2e %s vs native %s: project events/s (ratio = wasm/native; the read models are the same)\n", name, nativeName)
-		fmt.Fprintln(tw, "  shards	wasm ev/s	native ev/s	wasm/native")
-		for _, n := range native {
-			for _, r := range wasm {
-				if r.Shards == n.Shards {
-					fmt.Fprintf(tw, "  %d	%s	%s	%s\n", r.Shards, group(int64(r.ProjectRate()+0.5)), group(int64(n.ProjectRate()+0.5)),
-						ratio(r.ProjectRate(), n.ProjectRate()))
-					break
-				}
+	if len(names) == 0 {
+		fmt.Fprintf(tw, "e2e (%s): no runs\n", mode)
+	}
+	for i, name := range names {
+		if i > 0 {
+			if err := tw.Flush(); err != nil { // each table aligns by itself
+				return err
 			}
+		}
+		if name == native {
+			fmt.Fprintf(tw, "e2e %s: the Go handler compiled into the host, through the same runner, journal and store\n", name)
+		} else {
+			fmt.Fprintf(tw, "e2e %s (%s): journal append, then one in-process runner with the embedded store until caught up\n", name, mode)
+		}
+		writeE2ERows(tw, byModule[name])
+	}
+	if native != "" && len(names) > 1 {
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "e2e wasm/native: project events/s of each module / of %s (same journal, same read model)\n", native)
+		fmt.Fprint(tw, "  shards\t"+native+" ev/s")
+		for _, name := range names[:len(names)-1] {
+			fmt.Fprintf(tw, "\t%s", name)
+		}
+		fmt.Fprintln(tw)
+		for _, n := range byModule[native] {
+			fmt.Fprintf(tw, "  %d\t%s", n.Shards, group(int64(n.ProjectRate()+0.5)))
+			for _, name := range names[:len(names)-1] {
+				r := "-"
+				for _, m := range byModule[name] {
+					if m.Shards == n.Shards {
+						r = ratio(m.ProjectRate(), n.ProjectRate())
+					}
+				}
+				fmt.Fprintf(tw, "\t%s", r)
+			}
+			fmt.Fprintln(tw)
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, r := range results {
-		what := ""
-		if r.Native {
-			what = " (native)"
-		}
 		for _, wn := range r.Warnings {
-			fmt.Fprintf(tw, "  %d shards%s: %d× warning %q\n", r.Shards, what, wn.Count, wn.Message)
+			fmt.Fprintf(tw, "  %s, %d shards: %d× warning %q\n", r.Module, r.Shards, wn.Count, wn.Message)
 		}
 	}
 	return tw.Flush()
