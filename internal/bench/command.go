@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"syscall"
@@ -39,6 +40,36 @@ events per second of one goroutine, the median of repeated passes over the event
                  --native, again with the Go handler compiled in: the WebAssembly tax)
   bench sustained  appending and projecting at once, in processes, for a fixed time`,
 		Args: cobra.NoArgs,
+	}
+	var cpuProfile string
+	var profile *os.File
+	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole command to this file (go tool pprof)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		profile = f
+		return nil
+	}
+	root.PersistentPostRunE = func(*cobra.Command, []string) error {
+		if profile == nil {
+			return nil
+		}
+		pprof.StopCPUProfile()
+		err := profile.Close()
+		profile = nil
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		return nil
 	}
 	root.AddCommand(handlerCommand(natives), nativeCommand(natives), compareCommand(natives), e2eCommand(natives), sustainedCommand())
 	return root

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -188,4 +189,19 @@ func TestSameDocs(t *testing.T) {
 	assert.ErrorContains(t, sameDocs(a, a[:1]), "1 documents, want 2")
 	b := []readmodel.Doc{a[0], {Collection: "c", Key: "b", Doc: []byte(`{"n":3}`)}}
 	assert.ErrorContains(t, sameDocs(a, b), `document 1 is c/b {"n":3}, want c/b {"n":2}`)
+}
+
+// TestCPUProfile: --cpuprofile writes the command's CPU profile (gzip-compressed protobuf).
+func TestCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	_, err := runCommand(t, "native", "--events", flights(t, "flights-2k.json"), "--example", "count",
+		"--batch-sizes", "100", "--duration", "100ms", "--cpuprofile", path)
+	require.NoError(t, err)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 2)
+	assert.Equal(t, []byte{0x1f, 0x8b}, b[:2], "gzip magic")
+	_, err = runCommand(t, "native", "--events", flights(t, "flights-2k.json"), "--example", "count",
+		"--cpuprofile", filepath.Join(t.TempDir(), "missing", "cpu.pprof"))
+	assert.ErrorContains(t, err, "--cpuprofile: ")
 }
