@@ -98,11 +98,13 @@ demo: build build/wasm/flightdelays-as.wasm
 
 # bench: handler tables (flights-20k) for count and flightdelays, Go and AssemblyScript builds, with
 # the native baseline and wasm/native ratios, the documented/tuned ratio of the Go flightdelays
-# (bench compare), then e2e (journal append + one runner) with 4, 16 and 100 shards. e2e uses the
-# first BENCH_E2E_LIMIT events of flights-3m.ndjson.gz when present (0: all 3M, about 20 minutes
-# more on 2 cores), else flights-20k x BENCH_REPEAT. Then sustained: the same
-# file appended (for at most BENCH_SUSTAINED_DURATION, at most BENCH_SUSTAINED_RATE events/s) while
-# two workers project it, 100 shards.
+# (bench compare), then e2e (journal append + one runner per build) with 4, 16 and 100 shards:
+# flightdelays in AssemblyScript, Go and (when TinyGo is installed: make tinygo) TinyGo, and
+# compiled into the host (--native), with the wasm/native ratios. e2e uses the first
+# BENCH_E2E_LIMIT events of flights-3m.ndjson.gz when present (0: all 3M, six times as long),
+# else flights-20k x BENCH_REPEAT. Then sustained: the same file appended (for at most
+# BENCH_SUSTAINED_DURATION, at most BENCH_SUSTAINED_RATE events/s) while two workers project it,
+# 100 shards.
 BENCH_DURATION ?= 2s
 BENCH_REPEAT ?= 10
 BENCH_E2E_LIMIT ?= 500000
@@ -111,7 +113,7 @@ BENCH_SUSTAINED_RATE ?= 100000
 BENCH_SMALL := plugins/examples/flightdelays/data/flights-20k.json
 BENCH_BIG := $(firstword $(wildcard /work/shared/data/flights-3m.ndjson.gz ../shared/data/flights-3m.ndjson.gz))
 
-bench: build wasm
+bench: build wasm $(if $(wildcard $(TINYGO)),wasm-tinygo)
 	@set -e; start=$$SECONDS; P=bin/projhost; W=$(WASM_DIR); \
 	echo "== projhost bench on $$(nproc) cores, $$(date -u +%FT%TZ), commit $$(git rev-parse --short HEAD 2>/dev/null)"; \
 	echo "== handler throughput over $(BENCH_SMALL), $(BENCH_DURATION) per cell"; \
@@ -127,8 +129,9 @@ bench: build wasm
 		echo "== e2e over $(BENCH_BIG) (first $(BENCH_E2E_LIMIT) events; 0 = all)"; \
 	else ev="--events $(BENCH_SMALL) --repeat $(BENCH_REPEAT)"; \
 		echo "== e2e: flights-3m.ndjson.gz not in /work/shared/data or ../shared/data; using flights-20k repeated $(BENCH_REPEAT) times"; fi; \
-	$$P bench e2e $$ev --shards 4,16,100 --trusted --handler $$W/flightdelays-as.wasm; echo; \
-	$$P bench e2e $$ev --shards 4,16,100 --trusted --handler $$W/flightdelays-go.wasm; echo; \
+	tg=; if [ -f $$W/flightdelays-tinygo.wasm ]; then tg="--handler $$W/flightdelays-tinygo.wasm"; fi; \
+	$$P bench e2e $$ev --shards 4,16,100 --trusted --handler $$W/flightdelays-as.wasm \
+		--handler $$W/flightdelays-go.wasm $$tg --native flightdelays; echo; \
 	if [ -n "$(BENCH_BIG)" ]; then ev="$(BENCH_BIG)"; else ev=$$(mktemp); \
 		node -e 'for (const f of require(process.argv[1])) console.log(JSON.stringify(f))' $(BENCH_SMALL) > $$ev; fi; \
 	echo "== sustained: $$ev appended by one process while two workers project it, 100 shards"; \
