@@ -31,6 +31,18 @@ type DocReader interface {
 	ReadDoc(ctx context.Context, collection string, key []byte) (doc []byte, found bool, err error)
 }
 
+// MemoryDocReader is a DocReader that answers some reads from memory at once (a cache, pending
+// mutations). The Handler asks it first, and calls ReadDoc, with the batch deadline's clock
+// stopped, only for the reads it cannot answer: a read from memory takes too little time to be
+// taken out of the guest's time (stopping the clock costs more than such a read).
+type MemoryDocReader interface {
+	DocReader
+	// ReadDocFromMemory is ReadDoc answered from memory alone, without blocking: ok is false
+	// when the answer needs more (a store read); doc and found are then meaningless. key is
+	// valid only during the call, as for ReadDoc.
+	ReadDocFromMemory(collection string, key []byte) (doc []byte, found, ok bool)
+}
+
 // Handler runs one shard's batches through one guest instance at a time. It is safe for
 // concurrent use, but calls are serialized: the guest is never entered concurrently. The instance
 // is created lazily by the first Handle (calling _initialize once), kept across batches, and
@@ -73,6 +85,7 @@ type Handler struct {
 type callState struct {
 	inHandle  bool
 	reader    DocReader
+	memory    MemoryDocReader // reader, when it is one
 	ctx       context.Context // Handle's, for the reads of a native guest
 	failed    bool
 	failMsg   string
@@ -81,6 +94,12 @@ type callState struct {
 	lastColl  string
 	lastKey   []byte // a copy; its buffer is kept across calls
 	lastDoc   []byte
+}
+
+// newCallState is the state of a call reading from reader, reusing the buffer of lastKey.
+func newCallState(reader DocReader, lastKey []byte) callState {
+	m, _ := reader.(MemoryDocReader)
+	return callState{inHandle: true, reader: reader, memory: m, lastKey: lastKey[:0]}
 }
 
 // NewHandler returns the handler of shardID (at most wasmabi.MaxShardIDLen bytes). Close it when
@@ -296,7 +315,7 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 		panic("host: BUG: batch encoding size differs from wasmabi.BatchSize")
 	}
 
-	h.call = callState{inHandle: true, reader: reader, lastKey: h.call.lastKey[:0]}
+	h.call = newCallState(reader, h.call.lastKey)
 	h.stack[0], h.stack[1] = uint64(ptr), uint64(size)
 	err = h.callGuest(callCtx, h.handle, h.stack)
 	failed, failMsg := h.call.failed, h.call.failMsg

@@ -20,7 +20,8 @@ import (
 	"github.com/projhost/projhost/wasmabi"
 )
 
-// countingReader wraps a MemReadModel and counts ReadDoc calls.
+// countingReader wraps a MemReadModel and counts its lookups (ReadDoc and ReadDocFromMemory
+// calls).
 type countingReader struct {
 	*MemReadModel
 	calls int
@@ -33,6 +34,14 @@ func (c *countingReader) ReadDoc(ctx context.Context, coll string, key []byte) (
 		return nil, false, c.err
 	}
 	return c.MemReadModel.ReadDoc(ctx, coll, key)
+}
+
+func (c *countingReader) ReadDocFromMemory(coll string, key []byte) ([]byte, bool, bool) {
+	if c.err != nil {
+		return nil, false, false // ReadDoc fails
+	}
+	c.calls++
+	return c.MemReadModel.ReadDocFromMemory(coll, key)
 }
 
 func put(coll, key, doc string) event.Mutation {
@@ -332,15 +341,15 @@ func TestClosedRuntime(t *testing.T) {
 	}
 }
 
-// slowReader is a read model whose every read takes d (a slow DynamoDB).
+// slowReader is a read model whose every read takes d (a slow DynamoDB; not a MemoryDocReader).
 type slowReader struct {
-	*MemReadModel
-	d time.Duration
+	rm *MemReadModel
+	d  time.Duration
 }
 
 func (s slowReader) ReadDoc(ctx context.Context, coll string, key []byte) ([]byte, bool, error) {
 	time.Sleep(s.d)
-	return s.MemReadModel.ReadDoc(ctx, coll, key)
+	return s.rm.ReadDoc(ctx, coll, key)
 }
 
 // TestDeadlineExcludesReads: the batch deadline measures the guest's time, not the host's: a
@@ -367,7 +376,7 @@ func TestDeadlineExcludesReads(t *testing.T) {
 	}
 	h := m.NewHandler(TestShardID)
 	defer h.Close(context.Background())
-	rm := slowReader{MemReadModel: NewMemReadModel(), d: 4 * time.Millisecond}
+	rm := slowReader{rm: NewMemReadModel(), d: 4 * time.Millisecond}
 	start := time.Now()
 	muts, err := h.Handle(context.Background(), events, rm)
 	if err != nil {

@@ -150,13 +150,21 @@ func (h *Handler) readDoc(ctx context.Context, coll, key []byte) ([]byte, bool) 
 	// collections: the key goes to the reader as the guest's bytes.
 	if !c.lastValid || c.lastColl != string(coll) || !bytes.Equal(c.lastKey, key) {
 		collS := h.collName(coll)
-		// Time spent reading the read model (a DynamoDB round trip) is the host's, not the
-		// guest's: it does not count against the batch deadline.
-		h.intr.pause()
-		doc, found, err := c.reader.ReadDoc(ctx, collS, key)
-		h.intr.resume()
-		if err != nil {
-			panic(&readErrorPanic{err: fmt.Errorf("projhost.read %s/%s: %w", collS, key, err)})
+		var doc []byte
+		found, inMemory := false, false
+		if c.memory != nil {
+			doc, found, inMemory = c.memory.ReadDocFromMemory(collS, key)
+		}
+		if !inMemory {
+			// Time spent reading the read model (a DynamoDB round trip) is the host's, not the
+			// guest's: it does not count against the batch deadline.
+			h.intr.pause()
+			var err error
+			doc, found, err = c.reader.ReadDoc(ctx, collS, key)
+			h.intr.resume()
+			if err != nil {
+				panic(&readErrorPanic{err: fmt.Errorf("projhost.read %s/%s: %w", collS, key, err)})
+			}
 		}
 		c.lastColl, c.lastDoc, c.lastFound, c.lastValid = collS, doc, found, true
 		c.lastKey = append(c.lastKey[:0], key...)

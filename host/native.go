@@ -58,7 +58,8 @@ func (h *Handler) handleNative(ctx context.Context, reader DocReader, first, las
 	if h.nbatch, err = wasmabi.AppendBatch(h.nbatch[:0], h.shard, h.events); err != nil {
 		return nil, fmt.Errorf("host: encoding batch for shard %s: %w", h.shard, err)
 	}
-	h.call = callState{inHandle: true, reader: reader, ctx: ctx, lastKey: h.call.lastKey[:0]}
+	h.call = newCallState(reader, h.call.lastKey)
+	h.call.ctx = ctx
 	out, failMsg, err := h.runNative(ctx, first, last)
 	h.call = callState{lastKey: h.call.lastKey[:0]}
 	if err != nil {

@@ -154,3 +154,39 @@ func TestNativeModule(t *testing.T) {
 		t.Errorf("after the module's Close: %v, want ErrClosed", err)
 	}
 }
+
+// splitReader is a MemoryDocReader with some documents in memory and the others in a "store"
+// that only ReadDoc reaches; it counts the calls of each.
+type splitReader struct {
+	memory, store        map[string][]byte // by key
+	memCalls, storeCalls int
+}
+
+func (r *splitReader) ReadDocFromMemory(_ string, key []byte) ([]byte, bool, bool) {
+	r.memCalls++
+	d, ok := r.memory[string(key)]
+	return d, ok, ok
+}
+
+func (r *splitReader) ReadDoc(_ context.Context, _ string, key []byte) ([]byte, bool, error) {
+	r.storeCalls++
+	d, ok := r.store[string(key)]
+	return d, ok, nil
+}
+
+// TestMemoryDocReader: a read a MemoryDocReader answers from memory does not reach ReadDoc; the
+// others do, and both answers reach the guest.
+func TestMemoryDocReader(t *testing.T) {
+	m := NewNativeModule("counter", func(string) NativeGuest { return &counter{} }, nil)
+	h := m.NewHandler("s1")
+	defer h.Close(context.Background())
+	r := &splitReader{memory: map[string][]byte{"A": []byte(`{"n":10}`)}, store: map[string][]byte{"B": []byte(`{"n":20}`)}}
+	muts, err := h.Handle(context.Background(), evs("s1", 1, "A", "x", "B", "x", "C", "x"), r)
+	want := []event.Mutation{put("counts", "A", `{"n":11}`), put("counts", "B", `{"n":21}`), put("counts", "C", `{"n":1}`)}
+	if err != nil || !reflect.DeepEqual(muts, want) {
+		t.Fatalf("mutations %q, %v; want %q", muts, err, want)
+	}
+	if r.memCalls != 3 || r.storeCalls != 2 {
+		t.Errorf("%d reads from memory, %d from the store; want 3 (A, B, C) and 2 (B, C)", r.memCalls, r.storeCalls)
+	}
+}

@@ -112,15 +112,23 @@ type overlay struct {
 	cache bool // remember read documents in p.known (Transactional mode)
 }
 
-// ReadDoc implements host.DocReader. The lookups in memory do not allocate (the map index
-// expressions with string(key) do not copy key); a read from the store copies key.
-func (o overlay) ReadDoc(ctx context.Context, collection string, key []byte) ([]byte, bool, error) {
+// ReadDocFromMemory implements host.MemoryDocReader: the pending mutations, then the known
+// documents. It does not allocate (the map index expressions with string(key) do not copy key).
+func (o overlay) ReadDocFromMemory(collection string, key []byte) ([]byte, bool, bool) {
 	if i, ok := o.p.docs[docKey{collection, string(key)}]; ok {
 		d := o.p.muts[i].Doc
-		return d, d != nil, nil
+		return d, d != nil, true
 	}
 	if d, ok := o.p.known[docKey{collection, string(key)}]; ok {
-		return d, d != nil, nil
+		return d, d != nil, true
+	}
+	return nil, false, false
+}
+
+// ReadDoc implements host.DocReader: ReadDocFromMemory, else the store (with a copy of key).
+func (o overlay) ReadDoc(ctx context.Context, collection string, key []byte) ([]byte, bool, error) {
+	if d, found, ok := o.ReadDocFromMemory(collection, key); ok {
+		return d, found, nil
 	}
 	k := docKey{collection, string(key)}
 	doc, found, err := o.store.Get(ctx, o.proj, collection, k.key)

@@ -69,8 +69,9 @@ func (s *storeGets) Get(_ context.Context, _, collection, key string) ([]byte, b
 }
 
 // TestOverlayReadDoc: the handler's reads see pending mutations (a delete as absent), then the
-// documents known as committed, then the store, whose answers are remembered (Transactional
-// mode) under a copy of the key; reads served from memory do not allocate.
+// documents known as committed (both from memory: ReadDocFromMemory), then the store, whose
+// answers are remembered (Transactional mode) under a copy of the key; reads served from
+// memory do not allocate.
 func TestOverlayReadDoc(t *testing.T) {
 	st := &storeGets{docs: map[string][]byte{"c/stored": []byte(`{"s":1}`), "c/pending": []byte(`{"old":1}`)}}
 	var p pending
@@ -78,6 +79,12 @@ func TestOverlayReadDoc(t *testing.T) {
 	p.remember(docKey{"c", "known"}, []byte(`{"k":1}`))
 	o := overlay{p: &p, store: st, proj: "proj", cache: true}
 	ctx := context.Background()
+	if _, _, ok := o.ReadDocFromMemory("c", []byte("stored")); ok {
+		t.Fatal("ReadDocFromMemory answered a read only the store can")
+	}
+	if d, found, ok := o.ReadDocFromMemory("c", []byte("gone")); !ok || found || d != nil {
+		t.Fatalf("ReadDocFromMemory of a pending delete = %s, %v, %v", d, found, ok)
+	}
 	key := []byte("stored")
 	for _, tt := range []struct {
 		key, doc string
