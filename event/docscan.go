@@ -123,10 +123,7 @@ func (s *docScanner) object(depth int) scanResult {
 }
 
 func (s *docScanner) members(depth int) scanResult {
-	s.pos++ // '{'
-	s.ws()
-	if s.pos < len(s.doc) && s.doc[s.pos] == '}' {
-		s.pos++
+	if s.empty('}') {
 		return scanOK
 	}
 	// The unescaped keys so far: the first maxLinearKeys in small (a key without escapes
@@ -180,21 +177,40 @@ func (s *docScanner) members(depth int) scanResult {
 			}
 			return r
 		}
-		s.ws()
-		if s.pos >= len(s.doc) {
-			return scanSyntax
+		if more, r := s.more('}'); !more {
+			return r
 		}
+	}
+}
+
+// empty scans the start of a container (at its '{' or '[') and reports whether it ends at
+// once, with end.
+func (s *docScanner) empty(end byte) bool {
+	s.pos++
+	s.ws()
+	if s.pos < len(s.doc) && s.doc[s.pos] == end {
+		s.pos++
+		return true
+	}
+	return false
+}
+
+// more scans what follows a member or an element: a ',' (more follows: true) or end (the
+// container ends: false, scanOK); anything else is scanSyntax.
+func (s *docScanner) more(end byte) (bool, scanResult) {
+	s.ws()
+	if s.pos < len(s.doc) {
 		switch s.doc[s.pos] {
 		case ',':
 			s.pos++
 			s.ws()
-		case '}':
+			return true, scanOK
+		case end:
 			s.pos++
-			return scanOK
-		default:
-			return scanSyntax
+			return false, scanOK
 		}
 	}
+	return false, scanSyntax
 }
 
 func seen(k []byte, keys [][]byte, set map[string]struct{}) bool {
@@ -212,10 +228,7 @@ func seen(k []byte, keys [][]byte, set map[string]struct{}) bool {
 
 // array scans the array at s.pos ('['), depth deep.
 func (s *docScanner) array(depth int) scanResult {
-	s.pos++ // '['
-	s.ws()
-	if s.pos < len(s.doc) && s.doc[s.pos] == ']' {
-		s.pos++
+	if s.empty(']') {
 		return scanOK
 	}
 	for i := 0; ; i++ {
@@ -225,19 +238,8 @@ func (s *docScanner) array(depth int) scanResult {
 			}
 			return r
 		}
-		s.ws()
-		if s.pos >= len(s.doc) {
-			return scanSyntax
-		}
-		switch s.doc[s.pos] {
-		case ',':
-			s.pos++
-			s.ws()
-		case ']':
-			s.pos++
-			return scanOK
-		default:
-			return scanSyntax
+		if more, r := s.more(']'); !more {
+			return r
 		}
 	}
 }
