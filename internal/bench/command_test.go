@@ -151,7 +151,7 @@ func TestMeasureE2E(t *testing.T) {
 	require.NoError(t, err)
 	t.Log("\n" + out)
 	// 3,500 events: flights-2k twice, cut at the limit.
-	rows := regexp.MustCompile(`(?m)^  2\s+3,500\s+([\d,]+)\s+([\d,]+)\s+\S+ \S+\s+(\d+)\s+0\s+(\d+)\s+([\d.]+)\s+2\s+(\d+)\s+0$`).FindStringSubmatch(out)
+	rows := regexp.MustCompile(`(?m)^  2\s+3,500\s+([\d,]+)\s+([\d,]+)\s+\S+ \S+\s+[\d,]+\s+(\d+)\s+0\s+(\d+)\s+([\d.]+)\s+2\s+(\d+)\s+0$`).FindStringSubmatch(out)
 	require.NotNil(t, rows, out)
 	assert.Greater(t, number(t, rows[1]), 0.0, "append ev/s")
 	assert.Greater(t, number(t, rows[2]), 0.0, "project ev/s")
@@ -171,15 +171,18 @@ func TestMeasureE2ENative(t *testing.T) {
 	for _, table := range []string{"e2e count-as.wasm (deadline on)", "e2e count-go.wasm (deadline on)", "e2e native count: "} {
 		i := strings.Index(out, table)
 		require.GreaterOrEqual(t, i, 0, "no table %q", table)
-		row := regexp.MustCompile(`(?m)^  2\s+2,000\s+[\d,]+\s+([\d,]+)\s+\S+ \S+\s+\d+\s+0\s`).FindStringSubmatch(out[i:])
+		row := regexp.MustCompile(`(?m)^  2\s+2,000\s+[\d,]+\s+([\d,]+)\s+\S+ \S+\s+([\d,]+)\s+\d+\s+0\s`).FindStringSubmatch(out[i:])
 		require.NotNil(t, row, "%s: no row of 2,000 events, none replayed", table)
 		assert.Greater(t, number(t, row[1]), 0.0, "%s: project ev/s", table)
+		assert.Greater(t, number(t, row[2]), 0.0, "%s: project ev/cpu-s", table)
 	}
-	require.Contains(t, out, "  shards  native count ev/s  count-as.wasm  count-go.wasm\n")
-	ratio := regexp.MustCompile(`(?m)^  2\s+[\d,]+\s+(\d+\.\d\d)\s+(\d+\.\d\d)$`).FindStringSubmatch(out)
-	require.NotNil(t, ratio, out)
-	assert.Greater(t, number(t, ratio[1]), 0.0, "count-as wasm/native")
-	assert.Greater(t, number(t, ratio[2]), 0.0, "count-go wasm/native")
+	require.Contains(t, out, "  shards  per     count-as.wasm  count-go.wasm\n")
+	for _, per := range []string{"wall s", "cpu s"} {
+		ratio := regexp.MustCompile(`(?m)^  2\s+`+per+`\s+(\d+\.\d\d)\s+(\d+\.\d\d)$`).FindStringSubmatch(out)
+		require.NotNil(t, ratio, "no %s ratios in\n%s", per, out)
+		assert.Greater(t, number(t, ratio[1]), 0.0, "count-as wasm/native per %s", per)
+		assert.Greater(t, number(t, ratio[2]), 0.0, "count-go wasm/native per %s", per)
+	}
 }
 
 // TestSameDocs: the read model comparison of the native run names the first difference.

@@ -76,7 +76,11 @@ type E2EResult struct {
 	// creation and acquisition included) until every shard's cursor is at its head (the
 	// runner checks every 250 ms, so up to that much is idle time).
 	ProjectTime time.Duration
-	Stats       container.Stats // the runner's counters at the end
+	// ProjectCPU is the process's CPU time (every thread) over ProjectTime: on a shared
+	// machine, where wall time depends on the other load, events per CPU-second compare runs
+	// better. 0 when the system does not tell.
+	ProjectCPU time.Duration
+	Stats      container.Stats // the runner's counters at the end
 	// LeaseCreates, LeaseUpdates and LeaseLists count the runner's calls to the lease store
 	// (updates are acquisitions, renewals and releases, one per lease also when the store
 	// writes them in batches: shardmap.BatchUpdater); LeaseConflicts counts the updates that
@@ -96,6 +100,9 @@ func (r E2EResult) AppendRate() float64 { return rate(r.Events, r.AppendTime) }
 
 // ProjectRate returns projected events per second (0 when nothing was timed).
 func (r E2EResult) ProjectRate() float64 { return rate(r.Events, r.ProjectTime) }
+
+// ProjectCPURate returns projected events per CPU-second of the process (0 when unknown).
+func (r E2EResult) ProjectCPURate() float64 { return rate(r.Events, r.ProjectCPU) }
 
 // CursorSavesPer100 returns the cursor writes per 100 handled events.
 func (r E2EResult) CursorSavesPer100() float64 {
@@ -266,11 +273,14 @@ func project(ctx context.Context, opts E2EOptions, mod *host.Module, j *journal.
 	if err != nil {
 		return nil, err
 	}
-	t0 := time.Now()
+	t0, cpu0 := time.Now(), processCPU()
 	if err := r.Run(ctx); err != nil {
 		return nil, err
 	}
 	res.ProjectTime = time.Since(t0)
+	if cpu0 > 0 {
+		res.ProjectCPU = processCPU() - cpu0
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

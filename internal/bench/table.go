@@ -103,24 +103,29 @@ func WriteE2E(w io.Writer, trusted bool, results []E2EResult) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(tw, "e2e wasm/native: project events/s of each module / of %s (same journal, same read model)\n", native)
-		fmt.Fprint(tw, "  shards\t"+native+" ev/s")
+		fmt.Fprintf(tw, "e2e wasm/native: project events/s (wall) and events/cpu-s of each module / of %s's (same journal, same read model)\n", native)
+		fmt.Fprint(tw, "  shards\tper")
 		for _, name := range names[:len(names)-1] {
 			fmt.Fprintf(tw, "\t%s", name)
 		}
 		fmt.Fprintln(tw)
 		for _, n := range byModule[native] {
-			fmt.Fprintf(tw, "  %d\t%s", n.Shards, group(int64(n.ProjectRate()+0.5)))
-			for _, name := range names[:len(names)-1] {
-				r := "-"
-				for _, m := range byModule[name] {
-					if m.Shards == n.Shards {
-						r = ratio(m.ProjectRate(), n.ProjectRate())
+			for _, per := range []struct {
+				name string
+				rate func(E2EResult) float64
+			}{{"wall s", E2EResult.ProjectRate}, {"cpu s", E2EResult.ProjectCPURate}} {
+				fmt.Fprintf(tw, "  %d\t%s", n.Shards, per.name)
+				for _, name := range names[:len(names)-1] {
+					r := "-"
+					for _, m := range byModule[name] {
+						if m.Shards == n.Shards {
+							r = ratio(per.rate(m), per.rate(n))
+						}
 					}
+					fmt.Fprintf(tw, "\t%s", r)
 				}
-				fmt.Fprintf(tw, "\t%s", r)
+				fmt.Fprintln(tw)
 			}
-			fmt.Fprintln(tw)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -135,10 +140,14 @@ func WriteE2E(w io.Writer, trusted bool, results []E2EResult) error {
 }
 
 func writeE2ERows(tw *tabwriter.Writer, results []E2EResult) {
-	fmt.Fprintln(tw, "  shards\tevents\tappend ev/s\tproject ev/s\tproject time\tbatches\treplayed\tcursor saves\tper 100 ev\tlease creates\tlease updates\tlease conflicts")
+	fmt.Fprintln(tw, "  shards\tevents\tappend ev/s\tproject ev/s\tproject time\tev/cpu-s\tbatches\treplayed\tcursor saves\tper 100 ev\tlease creates\tlease updates\tlease conflicts")
 	for _, r := range results {
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%.2f\t%d\t%d\t%d\n", r.Shards, group(r.Events),
-			group(int64(r.AppendRate()+0.5)), group(int64(r.ProjectRate()+0.5)), Dur(r.ProjectTime),
+		cpu := "-"
+		if r.ProjectCPU > 0 {
+			cpu = group(int64(r.ProjectCPURate() + 0.5))
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%.2f\t%d\t%d\t%d\n", r.Shards, group(r.Events),
+			group(int64(r.AppendRate()+0.5)), group(int64(r.ProjectRate()+0.5)), Dur(r.ProjectTime), cpu,
 			r.Stats.Batches, group(r.Replayed()), r.Stats.CursorSaves, r.CursorSavesPer100(),
 			r.LeaseCreates, r.LeaseUpdates, r.LeaseConflicts)
 	}
