@@ -103,7 +103,7 @@ func WriteE2E(w io.Writer, trusted bool, results []E2EResult) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(tw, "e2e wasm/native: project events/s (wall) and events/cpu-s of each module / of %s's (same journal, same read model)\n", native)
+		fmt.Fprintf(tw, "e2e wasm/native: each module's project events/s (wall) and events/cpu-s / those of %s (same journal, same read model)\n", native)
 		fmt.Fprint(tw, "  shards\tper")
 		for _, name := range names[:len(names)-1] {
 			fmt.Fprintf(tw, "\t%s", name)

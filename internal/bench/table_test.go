@@ -269,7 +269,7 @@ e2e native fd: the Go handler compiled into the host, through the same runner, j
   shards  events   append ev/s  project ev/s  project time  ev/cpu-s  batches  replayed  cursor saves  per 100 ev  lease creates  lease updates  lease conflicts
   4       100,000  100,000      20,000        5.00 s        40,000    210      0         60            0.06        4              8              0
   16      100,000  100,000      40,000        2.50 s        100,000   210      0         60            0.06        16             32             0
-e2e wasm/native: project events/s (wall) and events/cpu-s of each module / of native fd's (same journal, same read model)
+e2e wasm/native: each module's project events/s (wall) and events/cpu-s / those of native fd (same journal, same read model)
   shards  per     fd-as.wasm  fd-go.wasm
   4       wall s  0.62        0.25
   4       cpu s   0.62        0.25
