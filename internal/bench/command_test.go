@@ -178,7 +178,7 @@ func TestMeasureE2ENative(t *testing.T) {
 	}
 	require.Contains(t, out, "  shards  per     count-as.wasm  count-go.wasm\n")
 	for _, per := range []string{"wall s", "cpu s"} {
-		ratio := regexp.MustCompile(`(?m)^  2\s+`+per+`\s+(\d+\.\d\d)\s+(\d+\.\d\d)$`).FindStringSubmatch(out)
+		ratio := regexp.MustCompile(`(?m)^  2\s+` + per + `\s+(\d+\.\d\d)\s+(\d+\.\d\d)$`).FindStringSubmatch(out)
 		require.NotNil(t, ratio, "no %s ratios in\n%s", per, out)
 		assert.Greater(t, number(t, ratio[1]), 0.0, "count-as wasm/native per %s", per)
 		assert.Greater(t, number(t, ratio[2]), 0.0, "count-go wasm/native per %s", per)

@@ -39,12 +39,12 @@ type E2EModule struct {
 type E2EOptions struct {
 	Modules    []E2EModule // at least one; each projects every journal in turn
 	Trusted    bool        // load the modules without the per-batch deadline (host.WithTrusted)
-	EventsPath string // events file (JSON array or JSON lines, gzip ok), streamed; required
-	KeyField   string // partition key field; default DefaultKeyField
-	Repeat     int    // append the file's events this many times; default 1
-	Limit      int64  // append at most this many events (0: all of them, Repeat times)
-	Shards     []int  // journal shard counts, one run each; default DefaultShardCounts
-	BatchSize  int    // container.Config.BatchSize; default 500 (the runner's default)
+	EventsPath string      // events file (JSON array or JSON lines, gzip ok), streamed; required
+	KeyField   string      // partition key field; default DefaultKeyField
+	Repeat     int         // append the file's events this many times; default 1
+	Limit      int64       // append at most this many events (0: all of them, Repeat times)
+	Shards     []int       // journal shard counts, one run each; default DefaultShardCounts
+	BatchSize  int         // container.Config.BatchSize; default 500 (the runner's default)
 	// LeaseDuration is container.Config.LeaseDuration; default 0: the runner's (shardmap.DefaultLeaseDuration).
 	LeaseDuration time.Duration
 	// TempDir is where each run's journal and store directory is created (and removed); default
