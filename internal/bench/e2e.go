@@ -13,6 +13,7 @@ import (
 
 	"github.com/projhost/projhost/container"
 	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/internal/cpuclock"
 	"github.com/projhost/projhost/internal/eventfile"
 	"github.com/projhost/projhost/projection"
 	"github.com/projhost/projhost/readmodel"
@@ -273,13 +274,13 @@ func project(ctx context.Context, opts E2EOptions, mod *host.Module, j *journal.
 	if err != nil {
 		return nil, err
 	}
-	t0, cpu0 := time.Now(), processCPU()
+	t0, cpu0 := time.Now(), cpuclock.Process()
 	if err := r.Run(ctx); err != nil {
 		return nil, err
 	}
 	res.ProjectTime = time.Since(t0)
 	if cpu0 > 0 {
-		res.ProjectCPU = processCPU() - cpu0
+		res.ProjectCPU = cpuclock.Process() - cpu0
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
