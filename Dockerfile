@@ -11,6 +11,8 @@ ARG TARGETOS=linux
 ARG TARGETARCH
 WORKDIR /src
 COPY go.mod go.sum ./
+# The Go SDK is a module of its own that go.mod replaces with ./sdk/go.
+COPY sdk/go/go.mod sdk/go/go.mod
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \

@@ -4,7 +4,7 @@ GO ?= go
 WASM_DIR := build/wasm
 export GOFLAGS ?= -mod=mod
 
-.PHONY: help build bootstrap build-ProjectionFunction wasm test test-dynamo test-short bench bench-kinesis demo deps clean
+.PHONY: help build bootstrap build-ProjectionFunction wasm test test-sdk test-dynamo test-short bench bench-kinesis demo deps clean
 
 help:
 	@echo "make build   - build ./bin/projhost"
@@ -14,6 +14,7 @@ help:
 	@echo "make wasm-tinygo - the Go examples built with TinyGo: $(WASM_DIR)/{count,flightdelays}-tinygo.wasm"
 	@echo "make test    - the full test suite (needs node/npm for AssemblyScript and wabt), then the"
 	@echo "               DynamoDB suites again against Amazon's DynamoDB Local (needs Java 11+)"
+	@echo "make test-sdk - only the Go SDK module's tests (sdk/go; make test runs them too)"
 	@echo "make test-dynamo - only the DynamoDB suites (at \$$PROJHOST_DYNAMODB_ENDPOINT, else dynalite)"
 	@echo "make bench   - benchmarks (see README)"
 	@echo "make bench-kinesis - projhost's Kinesis source beside vmware-go-kcl-v2 and harlow/kinesis-consumer"
@@ -52,14 +53,20 @@ $(WASM_DIR)/%.wasm: internal/testwasm/wat/%.wat host/testdata/wat2wasm.js node_m
 	@mv $(@D)/.wat-$*/$*.wasm $@ && rmdir $(@D)/.wat-$*
 
 # test: everything (the DynamoDB tests against dynalite: at $PROJHOST_DYNAMODB_ENDPOINT, or each
-# test package starts its own), then the DynamoDB suites against Amazon's DynamoDB Local (at
-# $PROJHOST_DYNAMODB_LOCAL_ENDPOINT, or started for the run; skipped without Java unless CI=true).
+# test package starts its own), the Go SDK module's tests (test-sdk), then the DynamoDB suites
+# against Amazon's DynamoDB Local (at $PROJHOST_DYNAMODB_LOCAL_ENDPOINT, or started for the run;
+# skipped without Java unless CI=true).
 # -timeout 40m: cmd/projhost runs the process suites (e2e, hostile, verbs, status page, admin
 # API) in one test binary, which takes 14-20 minutes on a loaded 2-core machine (more than go
 # test's default 10).
 test: deps wasm
 	$(GO) test -race -count=1 -timeout 40m ./...
+	$(MAKE) --no-print-directory test-sdk
 	tools/dynamodb-local/with.sh $(MAKE) --no-print-directory test-dynamo
+
+# The Go SDK's own tests: sdk/go is a module of its own, which ./... at the root does not reach.
+test-sdk:
+	cd sdk/go && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 # The DynamoDB suites: the packages whose tests use internal/dynamotest, and the TestDynamo*
 # process tests of cmd/projhost (the rest of that package does not touch DynamoDB).
@@ -90,17 +97,24 @@ demo: build build/wasm/flightdelays-as.wasm
 	@./bin/projhost sql --data $(DEMO_DIR) "$(DEMO_SQL)"
 
 # bench: handler tables (flights-20k) for count and flightdelays, Go and AssemblyScript builds, with
-# the native baseline and wasm/native ratios, the AssemblyScript flightdelays against its hand-tuned
-# predecessor (plugins/examples BenchmarkASDocumentedVsTuned), then e2e (journal append + one runner) with 4, 16 and
-# 100 shards. e2e uses the first BENCH_E2E_LIMIT events of flights-3m.ndjson.gz when present (0: all
-# 3M, about 20 minutes more on 2 cores), else flights-20k x BENCH_REPEAT.
+# the native baseline and wasm/native ratios, the documented/tuned ratio of the Go and the
+# AssemblyScript flightdelays (bench compare; and the AssemblyScript one's without the host's work,
+# plugins/examples BenchmarkASDocumentedVsTunedGuestOnly), then e2e (journal append + one runner per build) with 4, 16 and 100 shards:
+# flightdelays in AssemblyScript, Go and (when TinyGo is installed: make tinygo) TinyGo, and
+# compiled into the host (--native), with the wasm/native ratios. e2e uses the first
+# BENCH_E2E_LIMIT events of flights-3m.ndjson.gz when present (0: all 3M, six times as long),
+# else flights-20k x BENCH_REPEAT. Then sustained: the same file appended (for at most
+# BENCH_SUSTAINED_DURATION, at most BENCH_SUSTAINED_RATE events/s) while two workers project it,
+# 100 shards.
 BENCH_DURATION ?= 2s
 BENCH_REPEAT ?= 10
 BENCH_E2E_LIMIT ?= 500000
+BENCH_SUSTAINED_DURATION ?= 60s
+BENCH_SUSTAINED_RATE ?= 100000
 BENCH_SMALL := plugins/examples/flightdelays/data/flights-20k.json
 BENCH_BIG := $(firstword $(wildcard /work/shared/data/flights-3m.ndjson.gz ../shared/data/flights-3m.ndjson.gz))
 
-bench: build wasm
+bench: build wasm $(if $(wildcard $(TINYGO)),wasm-tinygo)
 	@set -e; start=$$SECONDS; P=bin/projhost; W=$(WASM_DIR); \
 	echo "== projhost bench on $$(nproc) cores, $$(date -u +%FT%TZ), commit $$(git rev-parse --short HEAD 2>/dev/null)"; \
 	echo "== handler throughput over $(BENCH_SMALL), $(BENCH_DURATION) per cell"; \
@@ -108,14 +122,27 @@ bench: build wasm
 		--handler $$W/count-go.wasm --handler $$W/count-as.wasm --native count; echo; \
 	$$P bench handler --events $(BENCH_SMALL) --duration $(BENCH_DURATION) --batch-sizes 1,100,1000 \
 		--handler $$W/flightdelays-go.wasm --handler $$W/flightdelays-as.wasm --native flightdelays; echo; \
-	echo "== AssemblyScript flightdelays, the documented example (State) against the hand-tuned one it replaced (documented/tuned: CPU time; through the host, then guest only)"; \
-	$(GO) test -run '^$$' -bench ASDocumentedVsTuned -benchtime 10x ./plugins/examples/ | grep -E '^Benchmark'; echo; \
+	echo "== the documented flightdelays (guest.State) against the hand-tuned one it replaced (internal/bench/tuned)"; \
+	$$P bench compare --events $(BENCH_SMALL) --duration $(BENCH_DURATION) --batch-sizes 100,1000 \
+		--handler $$W/flightdelays-go.wasm --baseline $$W/flightdelays-go-tuned.wasm \
+		--native flightdelays --native-baseline flightdelays-tuned; echo; \
+	echo "== the documented AssemblyScript flightdelays (State) against the hand-tuned one it replaced (internal/bench/tuned/flightdelays-as)"; \
+	$$P bench compare --events $(BENCH_SMALL) --duration $(BENCH_DURATION) --batch-sizes 100,1000 \
+		--handler $$W/flightdelays-as.wasm --baseline $$W/flightdelays-as-tuned.wasm; echo; \
+	echo "== the same, guest code only (a stub host: nothing to read, output dropped; documented/tuned per CPU second)"; \
+	$(GO) test -run '^$$' -bench ASDocumentedVsTunedGuestOnly -benchtime 10x ./plugins/examples/ | grep -E '^Benchmark'; echo; \
 	if [ -n "$(BENCH_BIG)" ]; then ev="--events $(BENCH_BIG) --limit $(BENCH_E2E_LIMIT)"; \
 		echo "== e2e over $(BENCH_BIG) (first $(BENCH_E2E_LIMIT) events; 0 = all)"; \
 	else ev="--events $(BENCH_SMALL) --repeat $(BENCH_REPEAT)"; \
 		echo "== e2e: flights-3m.ndjson.gz not in /work/shared/data or ../shared/data; using flights-20k repeated $(BENCH_REPEAT) times"; fi; \
-	$$P bench e2e $$ev --shards 4,16,100 --trusted --handler $$W/flightdelays-as.wasm; echo; \
-	$$P bench e2e $$ev --shards 4,16,100 --trusted --handler $$W/flightdelays-go.wasm; \
+	tg=; if [ -f $$W/flightdelays-tinygo.wasm ]; then tg="--handler $$W/flightdelays-tinygo.wasm"; fi; \
+	$$P bench e2e $$ev --shards 4,16,100 --trusted --handler $$W/flightdelays-as.wasm \
+		--handler $$W/flightdelays-go.wasm $$tg --native flightdelays; echo; \
+	if [ -n "$(BENCH_BIG)" ]; then ev="$(BENCH_BIG)"; else ev=$$(mktemp); \
+		node -e 'for (const f of require(process.argv[1])) console.log(JSON.stringify(f))' $(BENCH_SMALL) > $$ev; fi; \
+	echo "== sustained: $$ev appended by one process while two workers project it, 100 shards"; \
+	$$P bench sustained --events $$ev --shards 100 --workers 2 --trusted --handler $$W/flightdelays-as.wasm \
+		--check flightdelays --duration $(BENCH_SUSTAINED_DURATION) --rate $(BENCH_SUSTAINED_RATE); \
 	echo "== make bench took $$((SECONDS - start)) s (after building)"
 
 # bench-kinesis: projhost, vmware-go-kcl-v2 v1.0.0 and harlow/kinesis-consumer v0.3.5 side by side

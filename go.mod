@@ -62,3 +62,9 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+// The Go guest SDK is a module of its own (sdk/go), so that handlers need nothing of the host;
+// the examples and benchmarks here build against this checkout's copy.
+require github.com/projhost/projhost/sdk/go v0.0.0
+
+replace github.com/projhost/projhost/sdk/go => ./sdk/go

@@ -1,16 +1,12 @@
 package event
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
-	"unsafe"
-
-	"github.com/buger/jsonparser"
 )
 
 // The document rule: what every read-model document must be, whatever the store. A handler's
@@ -50,7 +46,8 @@ var ErrBadDoc = errors.New("bad document")
 // most MaxDocDepth deep, object keys of 1 to MaxFieldNameBytes bytes, no key twice in one
 // object, numbers of at most MaxNumberDigits significant digits and, unless zero, a magnitude
 // within DynamoDB's range (see MinNumberExp), and valid UTF-8 throughout (RFC 8259 §8.1).
-// Strings and their escapes are taken as encoding/json takes them.
+// The syntax taken is encoding/json's (json.Valid), and keys are compared and measured as
+// encoding/json unescapes them (a lone surrogate escape is U+FFFD).
 //
 // Duplicate keys are refused, not resolved: RFC 8259 §4 leaves their meaning to the reader
 // ("the names within an object SHOULD be unique"), and readers differ — encoding/json and
@@ -58,17 +55,25 @@ var ErrBadDoc = errors.New("bad document")
 // differently on the embedded store (which keeps the JSON text) and on DynamoDB (which keeps
 // one attribute per name). A handler writing one has a bug the error should show.
 //
-// The error wraps ErrBadDoc and names the first offending place as a path (`.a.b[2]`). It does
-// not allocate for a valid document with few keys per object. Safe for concurrent use.
+// The error wraps ErrBadDoc. A document that is not JSON, or not an object, is "not a JSON
+// object"; one that is but holds invalid UTF-8 is "not valid UTF-8"; otherwise the error names
+// the first offending place in document order as a path (`.a.b[2]`). The check is one pass
+// over doc (docscan.go); it does not allocate for a valid document whose objects have at most
+// 16 keys and whose keys hold no escapes. Safe for concurrent use.
 func CheckDoc(doc []byte) error {
 	if len(doc) > MaxDocBytes {
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrBadDoc, len(doc), MaxDocBytes)
 	}
-	i := 0
-	for i < len(doc) && (doc[i] == ' ' || doc[i] == '\t' || doc[i] == '\n' || doc[i] == '\r') {
-		i++
+	s := docScanner{doc: doc}
+	switch s.document() {
+	case scanOK:
+		return nil
+	case scanSyntax:
+		return fmt.Errorf("%w: not a JSON object", ErrBadDoc)
 	}
-	if i == len(doc) || doc[i] != '{' || !json.Valid(doc) {
+	// Invalid UTF-8 or a broken rule was found before the end: the order of the errors is
+	// syntax, then encoding, then the rule, whatever comes first in the document.
+	if !json.Valid(doc) {
 		return fmt.Errorf("%w: not a JSON object", ErrBadDoc)
 	}
 	if !utf8.Valid(doc) {
@@ -76,10 +81,7 @@ func CheckDoc(doc []byte) error {
 		// bytes, DynamoDB (through encoding/json) turns each into U+FFFD, merging keys.
 		return fmt.Errorf("%w: not valid UTF-8 (RFC 8259 §8.1)", ErrBadDoc)
 	}
-	if err := checkValue(doc[i:], jsonparser.Object, 1); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadDoc, err)
-	}
-	return nil
+	return fmt.Errorf("%w: %w", ErrBadDoc, s.rule)
 }
 
 // pathError is an error found at a place of the document; the path grows as it is returned
@@ -122,117 +124,6 @@ func fieldSeg(k []byte) string {
 		k = k[:64]
 	}
 	return "[" + strconv.Quote(string(k)) + "]"
-}
-
-// checkValue checks v (valid JSON, of type typ as jsonparser reports it) found at nesting depth
-// (containers: their own depth).
-func checkValue(v []byte, typ jsonparser.ValueType, depth int) *pathError {
-	switch typ {
-	case jsonparser.Object, jsonparser.Array:
-		if depth > MaxDocDepth {
-			return &pathError{msg: fmt.Sprintf("objects and arrays nested more than %d deep", MaxDocDepth)}
-		}
-	}
-	switch typ {
-	case jsonparser.Object:
-		return checkObject(v, depth)
-	case jsonparser.Array:
-		var perr *pathError
-		i := 0
-		_, err := jsonparser.ArrayEach(v, func(e []byte, t jsonparser.ValueType, _ int, _ error) {
-			if perr == nil {
-				if perr = checkValue(e, t, depth+1); perr != nil {
-					perr.in("[" + strconv.Itoa(i) + "]")
-				}
-			}
-			i++
-		})
-		if perr == nil && err != nil {
-			perr = &pathError{msg: "unreadable array: " + err.Error()}
-		}
-		return perr
-	case jsonparser.Number:
-		if err := CheckNumber(unsafe.String(unsafe.SliceData(v), len(v))); err != nil {
-			return &pathError{msg: err.Error()}
-		}
-	}
-	return nil
-}
-
-// maxLinearKeys: objects with at most this many keys are checked for duplicates by comparing
-// each key with the ones before (no allocation); larger ones use a set.
-const maxLinearKeys = 16
-
-func checkObject(v []byte, depth int) *pathError {
-	var (
-		perr  *pathError
-		small [maxLinearKeys][]byte
-		n     int
-		set   map[string]struct{}
-	)
-	err := jsonparser.ObjectEach(v, func(k, e []byte, t jsonparser.ValueType, _ int) error {
-		switch {
-		case len(k) == 0:
-			perr = &pathError{msg: fmt.Sprintf("an empty object key (keys take 1 to %d bytes)", MaxFieldNameBytes)}
-		case len(k) > MaxFieldNameBytes:
-			perr = &pathError{msg: fmt.Sprintf("an object key of %d bytes (keys take 1 to %d bytes)", len(k), MaxFieldNameBytes)}
-		case seen(k, small[:min(n, maxLinearKeys)], set):
-			perr = (&pathError{msg: "the key appears twice in one object (keys must be unique)"}).in(fieldSeg(k))
-		}
-		if perr != nil {
-			return perr
-		}
-		if n < maxLinearKeys {
-			// k is unescaped into a buffer of ObjectEach's when it had escapes: keep a copy.
-			if !within(k, v) {
-				k = bytes.Clone(k)
-			}
-			small[n] = k
-		} else {
-			if set == nil {
-				set = make(map[string]struct{}, 2*maxLinearKeys)
-				for _, s := range small {
-					set[string(s)] = struct{}{}
-				}
-			}
-			set[string(k)] = struct{}{}
-		}
-		n++
-		if perr = checkValue(e, t, depth+1); perr != nil {
-			perr.in(fieldSeg(k))
-			return perr
-		}
-		return nil
-	})
-	if perr != nil {
-		return perr
-	}
-	if err != nil {
-		return &pathError{msg: "unreadable object: " + err.Error()}
-	}
-	return nil
-}
-
-func seen(k []byte, small [][]byte, set map[string]struct{}) bool {
-	if set != nil {
-		_, ok := set[string(k)]
-		return ok
-	}
-	for _, s := range small {
-		if bytes.Equal(s, k) {
-			return true
-		}
-	}
-	return false
-}
-
-// within reports whether b lies inside buf.
-func within(b, buf []byte) bool {
-	if len(b) == 0 || len(buf) == 0 {
-		return false
-	}
-	p, lo := uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
-	return p >= lo && p < lo+uintptr(len(buf))
 }
 
 // CheckNumber reports whether s, a JSON number (or DynamoDB's N syntax, which also allows a

@@ -80,6 +80,67 @@ func TestCheckDoc(t *testing.T) {
 		{"two objects", `{} {}`, "not a JSON object"},
 		{"trailing comma", `{"a":1,}`, "not a JSON object"},
 		{"NaN", `{"a":NaN}`, "not a JSON object"},
+
+		// Strings and escapes as encoding/json takes them.
+		{"every escape", `{"a":"\"\\\/\b\f\n\r\t\u00e9\uD834\uDD1E"}`, ""},
+		{"lone surrogates", `{"\ud800":1,"a":"\udc00\ud800x"}`, ""},
+		{"lone surrogates are U+FFFD", `{"\ud800":1,"\udbff":2}`, "at [\"\uFFFD\"]: the key appears twice"},
+		{"lone surrogate and U+FFFD", `{"\ud800A":1,"\ufffdA":2}`, "the key appears twice"},
+		{"surrogate pair", `{"\ud834\udd1e":1,"𝄞":2}`, "the key appears twice"},
+		{"high surrogate then letter escape", `{"\ud834\u0041":1,"\ufffdA":2}`, "the key appears twice"},
+		{"escaped NUL key", `{"\u0000":1}`, ""},
+		{"escaped keys in nested objects", `{"a\u0062":{"a\u0062":1,"c\u0064":{"\u00e9":2}},"c\u0064":3,"\u00e9":4}`, ""},
+		{"escaped duplicate after a nested object", `{"a\u0062":{"x\u0079":1},"x\u0079":2,"a\u0062":3}`, "at .ab: the key appears twice"},
+		{"escaped duplicate in 20 keys", strings.TrimSuffix(many(19, -1), "}") + `,"k\u0031":1}`, "at .k1: the key appears twice"},
+		{"DEL and U+10FFFF", "{\"a\":\"\x7f\xf4\x8f\xbf\xbf\"}", ""},
+		{"bad escape", `{"a":"\x"}`, "not a JSON object"},
+		{"short \\u", `{"a":"\u12"}`, "not a JSON object"},
+		{"bad hex", `{"a":"\u12g4"}`, "not a JSON object"},
+		{"control character", "{\"a\":\"\t\"}", "not a JSON object"},
+		{"NUL byte", "{\"a\":\"\x00\"}", "not a JSON object"},
+		{"unterminated string", `{"a":"b`, "not a JSON object"},
+		{"overlong UTF-8", "{\"a\":\"\xc0\x80\"}", "not valid UTF-8"},
+		{"UTF-8 surrogate", "{\"a\":\"\xed\xa0\x80\"}", "not valid UTF-8"},
+		{"past U+10FFFF", "{\"a\":\"\xf4\x90\x80\x80\"}", "not valid UTF-8"},
+		{"truncated UTF-8 at the end", "{\"a\":\"\xe2\x82\"}", "not valid UTF-8"},
+		{"UTF-8 outside strings", "{\"a\":1\xc2\xa0}", "not a JSON object"},
+
+		// Numbers: JSON's grammar, then the rule.
+		{"number forms", `{"a":-0,"b":0.5,"c":-1.25E+3,"d":7e-2,"e":10E0}`, ""},
+		{"leading zero", `{"a":01}`, "not a JSON object"},
+		{"minus alone", `{"a":-}`, "not a JSON object"},
+		{"dot without digits", `{"a":1.}`, "not a JSON object"},
+		{"leading dot", `{"a":.5}`, "not a JSON object"},
+		{"plus sign", `{"a":+1}`, "not a JSON object"},
+		{"exponent without digits", `{"a":1e+}`, "not a JSON object"},
+		{"hex", `{"a":0x1}`, "not a JSON object"},
+		{"zero at the int32 exponents", `{"a":0e2147483647,"b":0E-2147483648,"c":0e+0002147483647}`, ""},
+		{"zero past an int32 exponent", `{"a":0e2147483648}`, "bad or out-of-range exponent"},
+		{"zero past a negative int32 exponent", `{"a":0e-2147483649}`, "bad or out-of-range exponent"},
+		{"1E+125 with zeros", `{"a":100000e120,"b":0.00001e130}`, ""},
+		{"1E-130 as digits", `{"a":0.0000000001e-120,"b":1000e-133}`, ""},
+		{"under 1E-130", `{"a":999e-133}`, "outside the range"},
+		{"38 digits around a point", `{"a":1234567890123456789.0123456789012345678000}`, ""},
+		{"39 digits around a point", `{"a":0.001234567890123456789.0123456789012345678}`, "not a JSON object"},
+		{"39 significant digits with zeros", `{"a":100000000000000000000000000000000000001}`, "39 significant digits"},
+
+		// Literals and structure.
+		{"literals", `{"a":true,"b":false,"c":null,"d":[true,false,null]}`, ""},
+		{"truncated literal", `{"a":tru}`, "not a JSON object"},
+		{"literal run on", `{"a":nullx}`, "not a JSON object"},
+		{"missing colon", `{"a" 1}`, "not a JSON object"},
+		{"missing comma", `{"a":1 "b":2}`, "not a JSON object"},
+		{"array trailing comma", `{"a":[1,]}`, "not a JSON object"},
+		{"unclosed", `{"a":[1`, "not a JSON object"},
+		{"non-string key", `{1:2}`, "not a JSON object"},
+
+		// One error of each kind: syntax first, then encoding, then the rule, wherever each is.
+		{"rule then syntax", `{"a":1,"a":2,}`, "not a JSON object"},
+		{"too deep then syntax", deepDoc(40) + "x", "not a JSON object"},
+		{"UTF-8 then syntax", "{\"a\":\"\xff\",}", "not a JSON object"},
+		{"rule then UTF-8", "{\"\":1,\"b\":\"\xff\"}", "not valid UTF-8"},
+		{"number then UTF-8", "{\"a\":1e999,\"b\":\"\xff\"}", "not valid UTF-8"},
+		{"first rule wins", `{"a":[{"":1}],"b":1e999}`, "at .a[0]: an empty object key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,11 +249,11 @@ func refCheck(doc []byte) error {
 			s := strings.TrimLeft(string(v), "-")
 			mant, exp := s, 0
 			if i := strings.IndexAny(s, "eE"); i >= 0 {
-				e, err := strconv.Atoi(s[i+1:])
-				if err != nil || e > 1e9 || e < -1e9 {
+				e, err := strconv.ParseInt(s[i+1:], 10, 32) // DynamoDB's exponents fit easily
+				if err != nil {
 					return errors.New("exponent")
 				}
-				mant, exp = s[:i], e
+				mant, exp = s[:i], int(e)
 			}
 			if i := strings.IndexByte(mant, '.'); i >= 0 {
 				exp -= len(mant) - i - 1
@@ -212,13 +273,10 @@ func refCheck(doc []byte) error {
 }
 
 // FuzzCheckDoc: CheckDoc never panics, accepts exactly what the reference statement of the
-// rule accepts, and what it accepts encoding/json decodes into an object.
+// rule on encoding/json accepts, says "not a JSON object" exactly when encoding/json does not
+// take doc as one object and "not valid UTF-8" exactly when it does but doc is not UTF-8, and
+// what it accepts encoding/json decodes into an object. Seeds: testdata/fuzz/FuzzCheckDoc.
 func FuzzCheckDoc(f *testing.F) {
-	for _, s := range []string{`{}`, `{"a":1}`, `{"a":[1,{"b":null}],"c":"\u0041"}`, `{"x":1e300}`,
-		`{"":1}`, `{"a":1,"a":2}`, `{"a\u0062":1,"ab":2}`, deepDoc(32), `{"x":123456789012345678901234567890123456789012345}`,
-		`{"a":-0.5e-3,"b":true,"c":false}`, `{"\ud800":1}`, `[]`, `{"a":1}x`, "{\"\xff\":1}"} {
-		f.Add([]byte(s))
-	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		err := CheckDoc(doc)
 		ref := refCheck(doc)
@@ -229,11 +287,33 @@ func FuzzCheckDoc(f *testing.F) {
 			if !errors.Is(err, ErrBadDoc) {
 				t.Fatalf("error %v does not wrap ErrBadDoc", err)
 			}
+			trimmed := strings.TrimLeft(string(doc), " \t\r\n")
+			syntax := !json.Valid(doc) || !strings.HasPrefix(trimmed, "{")
+			encoding := !syntax && !utf8.Valid(doc)
+			if len(doc) <= MaxDocBytes && (syntax != strings.Contains(err.Error(), "not a JSON object") ||
+				encoding != strings.Contains(err.Error(), "not valid UTF-8")) {
+				t.Fatalf("CheckDoc(%q) = %v; json.Valid and an object: %v, valid UTF-8: %v", doc, err, !syntax, utf8.Valid(doc))
+			}
 			return
 		}
 		var m map[string]any
 		if json.Unmarshal(doc, &m) != nil || m == nil {
 			t.Fatalf("CheckDoc accepted %q, which is not a JSON object", doc)
+		}
+	})
+}
+
+// FuzzCheckDocNumber: a JSON number in a document is taken exactly when CheckNumber takes it.
+// Seeds: testdata/fuzz/FuzzCheckDocNumber.
+func FuzzCheckDocNumber(f *testing.F) {
+	f.Fuzz(func(t *testing.T, num string) {
+		if num == "" || !(num[0] == '-' || num[0] >= '0' && num[0] <= '9') || strings.TrimSpace(num) != num || !json.Valid([]byte(num)) {
+			return // not a JSON number
+		}
+		err := CheckDoc([]byte(`{"n":` + num + `}`))
+		want := CheckNumber(num)
+		if (err == nil) != (want == nil) || err != nil && !strings.HasSuffix(err.Error(), "at .n: "+want.Error()) {
+			t.Fatalf("CheckDoc of number %q = %v, CheckNumber says %v", num, err, want)
 		}
 	})
 }

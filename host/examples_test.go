@@ -20,7 +20,11 @@ import (
 	"github.com/projhost/projhost/internal/testwasm"
 )
 
-var exampleModules = []string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS}
+// exampleModules are the flightdelays builds: standard Go, AssemblyScript and, when installed (or
+// under CI=true), TinyGo.
+func exampleModules(t *testing.T) []string {
+	return append([]string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS}, testwasm.TinyGoModules(t, testwasm.FlightDelaysTinyGo)...)
+}
 
 // TestExamplesFlightDelays runs the example handlers through the test kit over the 2k flights in
 // several batch sizes, with and without the deadline, and compares the read model with the
@@ -31,7 +35,7 @@ func TestExamplesFlightDelays(t *testing.T) {
 	}
 	data := flightcheck.DataPath("flights-2k.json")
 	flights := flightcheck.Load(t, data)
-	for _, name := range exampleModules {
+	for _, name := range exampleModules(t) {
 		path := testwasm.Path(t, name)
 		for _, tc := range []struct {
 			batch   int
@@ -82,7 +86,7 @@ func TestExamplesReadOwnWrites(t *testing.T) {
 		t.Skip("builds the example modules")
 	}
 	rt, _ := newTestRuntime(t)
-	for _, name := range exampleModules {
+	for _, name := range exampleModules(t) {
 		t.Run(name, func(t *testing.T) {
 			wasm, err := os.ReadFile(testwasm.Path(t, name))
 			if err != nil {

@@ -84,12 +84,25 @@ type lineWriter struct {
 	partial []byte // the current line's pending bytes, fewer than maxLogLine
 	split   bool   // part of the current line was logged already
 	capture []byte // first maxCapture bytes written since resetCapture
+	tail    []byte // last maxTail bytes written since resetCapture
 }
+
+// maxTail is how many of the last bytes of a call's output are kept: TinyGo prints a panic's
+// message to stdout as the last thing before it traps (see panicText).
+const maxTail = 1024
 
 func (w *lineWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	if room := maxCapture - len(w.capture); room > 0 {
 		w.capture = append(w.capture, p[:min(room, len(p))]...)
+	}
+	if len(p) >= maxTail {
+		w.tail = append(w.tail[:0], p[len(p)-maxTail:]...)
+	} else {
+		if over := len(w.tail) + len(p) - maxTail; over > 0 {
+			w.tail = w.tail[:copy(w.tail, w.tail[over:])]
+		}
+		w.tail = append(w.tail, p...)
 	}
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
@@ -141,7 +154,37 @@ func (w *lineWriter) flush() {
 	w.split = false
 }
 
-func (w *lineWriter) resetCapture() { w.capture = w.capture[:0] }
+func (w *lineWriter) resetCapture() { w.capture, w.tail = w.capture[:0], w.tail[:0] }
+
+// panicText returns the panic a Go guest built with TinyGo printed as the last lines it wrote in
+// the call: from the last line starting "panic: " or "fatal error: " (TinyGo's runtime.
+// _panic, runtimePanicAt and runtimeFatal print one such line, then trap) to the end, at most
+// maxLines lines joined with " | " and about 600 bytes; "" when there is none.
+func (w *lineWriter) panicText(maxLines int) string {
+	lines := strings.Split(strings.TrimRight(string(w.tail), "\r\n"), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if !strings.HasPrefix(l, "panic: ") && !strings.HasPrefix(l, "fatal error: ") {
+			continue
+		}
+		var parts []string
+		for _, l := range lines[i:min(len(lines), i+maxLines)] {
+			if l = strings.TrimSpace(l); l != "" {
+				parts = append(parts, l)
+			}
+		}
+		return cut600(strings.Join(parts, " | "))
+	}
+	return ""
+}
+
+// cut600 cuts s to about 600 bytes (valid UTF-8, "..." marking the cut).
+func cut600(s string) string {
+	if len(s) > 600 {
+		s = strings.ToValidUTF8(s[:600], "") + "..."
+	}
+	return s
+}
 
 // summary returns up to maxLines non-empty lines of the captured output joined with " | ", cut
 // to about 600 bytes: enough for "panic: ..." and the first frames of a Go guest's trace.
@@ -155,9 +198,5 @@ func (w *lineWriter) summary(maxLines int) string {
 			}
 		}
 	}
-	s := strings.Join(parts, " | ")
-	if len(s) > 600 {
-		s = strings.ToValidUTF8(s[:600], "") + "..."
-	}
-	return s
+	return cut600(strings.Join(parts, " | "))
 }

@@ -119,3 +119,38 @@ func chunks(s string, n int) []string {
 	}
 	return append(out, s)
 }
+
+// TestLineWriterPanicText: what a TinyGo guest printed last in a call before it trapped is found
+// however much it wrote before, in one write or many.
+func TestLineWriterPanicText(t *testing.T) {
+	noise := strings.Repeat("a line of output\n", 1000)
+	for _, c := range []struct {
+		name   string
+		writes []string
+		want   string
+	}{
+		{"nothing written", nil, ""},
+		{"no panic", []string{"hello\nworld\n"}, ""},
+		{"panic alone", []string{"panic: boom\n"}, "panic: boom"},
+		{"after 17 KB of output", []string{noise, "panic: boom at seq 4\n"}, "panic: boom at seq 4"},
+		{"in small writes", chunks(noise+"panic: runtime error: index out of range\n", 7), "panic: runtime error: index out of range"},
+		{"fatal error", []string{"x\n", "fatal error: out of memory\n"}, "fatal error: out of memory"},
+		{"the last panic line and what follows it", []string{"panic: old\n", "panic: new\n", "[recovered]\n"}, "panic: new | [recovered]"},
+		{"without a final newline", []string{"panic: ", "boom"}, "panic: boom"},
+		{"a panic line cut at the tail's start is not one", []string{"panic: " + strings.Repeat("x", maxTail)}, ""},
+		{"long message cut to 600 bytes", []string{"panic: " + strings.Repeat("é", 400) + "\n"}, "panic: " + strings.Repeat("é", 296) + "..."},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lg := slog.New(newLogRecorder())
+			w := &lineWriter{logger: lg, limit: newLogLimiter(lg), level: slog.LevelInfo, stream: "stdout"}
+			w.Write([]byte("panic: from an earlier call\n"))
+			w.resetCapture()
+			for _, s := range c.writes {
+				w.Write([]byte(s))
+			}
+			if got := w.panicText(4); got != c.want {
+				t.Errorf("panicText = %q, want %q", got, c.want)
+			}
+		})
+	}
+}

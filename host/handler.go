@@ -23,9 +23,24 @@ import (
 // DocReader serves the projhost.read import: the current document of collection/key as the host
 // will have it once everything accepted so far is committed (ABI.md §5: the stored state overlaid
 // with applied-but-uncommitted mutations). The Handler calls it only from inside Handle, on the
-// Handle caller's goroutine. The returned doc is only read, never kept past the call.
+// Handle caller's goroutine. key is the guest's own bytes (a valid document key), valid only
+// during the call: an implementation that keeps it must copy it (string(key) does; a map
+// lookup m[string(key)] does not allocate). The returned doc is only read, never kept past the
+// call.
 type DocReader interface {
-	ReadDoc(ctx context.Context, collection, key string) (doc []byte, found bool, err error)
+	ReadDoc(ctx context.Context, collection string, key []byte) (doc []byte, found bool, err error)
+}
+
+// MemoryDocReader is a DocReader that answers some reads from memory at once (a cache, pending
+// mutations). The Handler asks it first, and calls ReadDoc, with the batch deadline's clock
+// stopped, only for the reads it cannot answer: a read from memory takes too little time to be
+// taken out of the guest's time (stopping the clock costs more than such a read).
+type MemoryDocReader interface {
+	DocReader
+	// ReadDocFromMemory is ReadDoc answered from memory alone, without blocking: ok is false
+	// when the answer needs more (a store read); doc and found are then meaningless. key is
+	// valid only during the call, as for ReadDoc.
+	ReadDocFromMemory(collection string, key []byte) (doc []byte, found, ok bool)
 }
 
 // Handler runs one shard's batches through one guest instance at a time. It is safe for
@@ -59,19 +74,32 @@ type Handler struct {
 	lm        *linearMemory
 	pinned    *linearMemory
 	allocator experimental.MemoryAllocator
+	// native is the guest of a native module (native.go), nbatch its batch buffer, readNative
+	// its read import.
+	native     NativeGuest
+	nbatch     []byte
+	readNative NativeRead
 }
 
 // callState is the state of the current projhost_handle call, read by the host functions.
 type callState struct {
 	inHandle  bool
 	reader    DocReader
+	memory    MemoryDocReader // reader, when it is one
+	ctx       context.Context // Handle's, for the reads of a native guest
 	failed    bool
 	failMsg   string
 	lastValid bool
 	lastFound bool
 	lastColl  string
-	lastKey   string
+	lastKey   []byte // a copy; its buffer is kept across calls
 	lastDoc   []byte
+}
+
+// newCallState is the state of a call reading from reader, reusing the buffer of lastKey.
+func newCallState(reader DocReader, lastKey []byte) callState {
+	m, _ := reader.(MemoryDocReader)
+	return callState{inHandle: true, reader: reader, memory: m, lastKey: lastKey[:0]}
 }
 
 // NewHandler returns the handler of shardID (at most wasmabi.MaxShardIDLen bytes). Close it when
@@ -171,6 +199,7 @@ func (h *Handler) Close(ctx context.Context) error {
 func (h *Handler) discard(ctx context.Context) error {
 	h.stdout.flush()
 	h.stderr.flush()
+	h.native = nil
 	if h.inst == nil {
 		return nil
 	}
@@ -225,6 +254,12 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 		return nil, fmt.Errorf("host: batch of %d bytes is too large for a wasm32 guest; use smaller batches", size)
 	}
 	first, last := events[0].Seq, events[len(events)-1].Seq
+	if h.mod.native != nil {
+		if h.mod.isClosed() {
+			return nil, fmt.Errorf("host: module %q shard %s: %w (Close the handlers before their module)", h.mod.name, h.shard, ErrClosed)
+		}
+		return h.handleNative(ctx, reader, first, last)
+	}
 
 	callCtx := context.WithValue(ctx, handlerKey{}, h)
 	switch {
@@ -257,6 +292,7 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 			return nil, err
 		}
 	}
+	h.stdout.resetCapture()
 	h.stderr.resetCapture()
 
 	h.stack[0] = uint64(size)
@@ -279,11 +315,11 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 		panic("host: BUG: batch encoding size differs from wasmabi.BatchSize")
 	}
 
-	h.call = callState{inHandle: true, reader: reader}
+	h.call = newCallState(reader, h.call.lastKey)
 	h.stack[0], h.stack[1] = uint64(ptr), uint64(size)
 	err = h.callGuest(callCtx, h.handle, h.stack)
 	failed, failMsg := h.call.failed, h.call.failMsg
-	h.call = callState{}
+	h.call = callState{lastKey: h.call.lastKey[:0]}
 	h.logLimit.report(false)
 	if err != nil {
 		return nil, h.callFailed(ctx, err, wasmabi.ExportHandle, first, last)
@@ -300,6 +336,12 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 	if !ok {
 		return nil, h.poison(ctx, ErrBadOutput, first, last, fmt.Sprintf("output range %d..%d is outside guest memory (%d bytes); the handler must return (ptr<<32 | len) of its output", outPtr, uint64(outPtr)+uint64(outLen), h.mem.Size()))
 	}
+	return h.output(ctx, out, first, last)
+}
+
+// output decodes and validates a guest's output into copied mutations (decodeMutations); a bad
+// one discards the guest (ErrBadOutput).
+func (h *Handler) output(ctx context.Context, out []byte, first, last string) ([]event.Mutation, error) {
 	muts, err := decodeMutations(out)
 	if err != nil {
 		if _, ok := err.(*outputLimitError); ok {
@@ -322,6 +364,7 @@ func (h *Handler) instantiate(ctx, callCtx context.Context, first, last string) 
 		WithStartFunctions(). // _initialize is called below, under the deadline
 		WithStdout(h.stdout).
 		WithStderr(h.stderr)
+	h.stdout.resetCapture()
 	h.stderr.resetCapture()
 	ictx := callCtx
 	if h.allocator != nil {
@@ -405,10 +448,14 @@ func (h *Handler) callFailed(ctx context.Context, err error, fn, first, last str
 	if s := h.stderr.summary(4); s != "" {
 		// A Go reactor that panics prints the panic and calls runtime.abort (unreachable).
 		if strings.Contains(err.Error(), "\t.runtime.abort(") && (strings.HasPrefix(s, "panic: ") || strings.HasPrefix(s, "fatal error: ")) {
-			msg = fmt.Sprintf("%s: the Go guest panicked: %s; the instance was discarded", fn, s)
+			msg = fmt.Sprintf("%s: the Go guest panicked: %s%s; the instance was discarded", fn, s, h.memoryHint())
 		} else {
 			msg += "; guest stderr: " + s
 		}
+	} else if s := h.stdout.panicText(4); s != "" && strings.Contains(err.Error(), "wasm error: unreachable") && strings.Contains(err.Error(), ".runtime.") {
+		// A TinyGo guest that panics prints the panic to stdout and traps (unreachable) in its
+		// runtime's panic functions.
+		msg = fmt.Sprintf("%s: the Go guest panicked: %s%s; the instance was discarded", fn, s, h.memoryHint())
 	}
 	return h.poison(ctx, ErrTrap, first, last, msg)
 }

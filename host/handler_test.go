@@ -20,19 +20,28 @@ import (
 	"github.com/projhost/projhost/wasmabi"
 )
 
-// countingReader wraps a MemReadModel and counts ReadDoc calls.
+// countingReader wraps a MemReadModel and counts its lookups (ReadDoc and ReadDocFromMemory
+// calls).
 type countingReader struct {
 	*MemReadModel
 	calls int
 	err   error
 }
 
-func (c *countingReader) ReadDoc(ctx context.Context, coll, key string) ([]byte, bool, error) {
+func (c *countingReader) ReadDoc(ctx context.Context, coll string, key []byte) ([]byte, bool, error) {
 	c.calls++
 	if c.err != nil {
 		return nil, false, c.err
 	}
 	return c.MemReadModel.ReadDoc(ctx, coll, key)
+}
+
+func (c *countingReader) ReadDocFromMemory(coll string, key []byte) ([]byte, bool, bool) {
+	if c.err != nil {
+		return nil, false, false // ReadDoc fails
+	}
+	c.calls++
+	return c.MemReadModel.ReadDocFromMemory(coll, key)
 }
 
 func put(coll, key, doc string) event.Mutation {
@@ -332,15 +341,15 @@ func TestClosedRuntime(t *testing.T) {
 	}
 }
 
-// slowReader is a read model whose every read takes d (a slow DynamoDB).
+// slowReader is a read model whose every read takes d (a slow DynamoDB; not a MemoryDocReader).
 type slowReader struct {
-	*MemReadModel
-	d time.Duration
+	rm *MemReadModel
+	d  time.Duration
 }
 
-func (s slowReader) ReadDoc(ctx context.Context, coll, key string) ([]byte, bool, error) {
+func (s slowReader) ReadDoc(ctx context.Context, coll string, key []byte) ([]byte, bool, error) {
 	time.Sleep(s.d)
-	return s.MemReadModel.ReadDoc(ctx, coll, key)
+	return s.rm.ReadDoc(ctx, coll, key)
 }
 
 // TestDeadlineExcludesReads: the batch deadline measures the guest's time, not the host's: a
@@ -367,7 +376,7 @@ func TestDeadlineExcludesReads(t *testing.T) {
 	}
 	h := m.NewHandler(TestShardID)
 	defer h.Close(context.Background())
-	rm := slowReader{MemReadModel: NewMemReadModel(), d: 4 * time.Millisecond}
+	rm := slowReader{rm: NewMemReadModel(), d: 4 * time.Millisecond}
 	start := time.Now()
 	muts, err := h.Handle(context.Background(), events, rm)
 	if err != nil {
@@ -378,5 +387,25 @@ func TestDeadlineExcludesReads(t *testing.T) {
 	}
 	if len(muts) < 200 || h.Instances() != 1 {
 		t.Fatalf("mutations = %d, instances = %d; want >= 200, 1", len(muts), h.Instances())
+	}
+}
+
+// TestMemReadModelReadDoc: reads see what Apply wrote, deletes included, and do not allocate.
+func TestMemReadModelReadDoc(t *testing.T) {
+	rm := NewMemReadModel()
+	rm.Apply([]event.Mutation{put("c", "a", `{"a":1}`), put("c", "b", `{"b":1}`), {Collection: "c", Key: "b"}})
+	ctx := context.Background()
+	for _, tt := range []struct {
+		coll, key, doc string
+		found          bool
+	}{{"c", "a", `{"a":1}`, true}, {"c", "b", "", false}, {"d", "a", "", false}} {
+		doc, found, err := rm.ReadDoc(ctx, tt.coll, []byte(tt.key))
+		if err != nil || found != tt.found || string(doc) != tt.doc {
+			t.Errorf("ReadDoc(%s, %s) = %s, %v, %v; want %s, %v", tt.coll, tt.key, doc, found, err, tt.doc, tt.found)
+		}
+	}
+	key := []byte("a")
+	if n := testing.AllocsPerRun(100, func() { rm.ReadDoc(ctx, "c", key) }); n != 0 {
+		t.Errorf("ReadDoc allocates %v times, want 0", n)
 	}
 }

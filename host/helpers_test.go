@@ -94,35 +94,56 @@ func fixture(t testing.TB, name string) []byte {
 	return b
 }
 
-var (
-	goGuestOnce sync.Once
-	goGuest     []byte
-	goGuestErr  error
-)
+// goGuests holds testdata/gopanic built by each Go toolchain ("go", "tinygo"), built on first use.
+var goGuests sync.Map // toolchain -> *goGuestBuild
 
-// buildGoGuest builds testdata/gopanic for GOOS=wasip1 as a reactor.
-func buildGoGuest(t testing.TB) []byte {
+type goGuestBuild struct {
+	once sync.Once
+	wasm []byte
+	err  error
+}
+
+// buildGoGuest builds testdata/gopanic for wasip1 as a reactor with toolchain: "go" (the standard
+// toolchain) or "tinygo" (TinyGo as `make tinygo` installs it and examples.mk builds with it,
+// except -scheduler=none: the wasmabi package the module uses starts goroutines through time).
+// TinyGo that is not installed skips the test (testwasm.RequireTinyGo).
+func buildGoGuest(t testing.TB, toolchain string) []byte {
 	t.Helper()
-	goGuestOnce.Do(func() {
+	var args []string
+	env := append(os.Environ(), "CGO_ENABLED=0")
+	switch toolchain {
+	case "go":
+		args = []string{goTool(), "build", "-buildmode=c-shared"}
+		env = append(env, "GOOS=wasip1", "GOARCH=wasm")
+	case "tinygo":
+		testwasm.RequireTinyGo(t)
+		args = []string{filepath.Join(testwasm.RepoRoot(t), testwasm.TinyGoDir, "bin", "tinygo"), "build",
+			"-target=wasip1", "-buildmode=c-shared", "-no-debug"}
+	default:
+		t.Fatalf("unknown toolchain %q", toolchain)
+	}
+	v, _ := goGuests.LoadOrStore(toolchain, &goGuestBuild{})
+	b := v.(*goGuestBuild)
+	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "projhost-gopanic-")
 		if err != nil {
-			goGuestErr = err
+			b.err = err
 			return
 		}
 		defer os.RemoveAll(dir)
 		out := filepath.Join(dir, "gopanic.wasm")
-		cmd := exec.Command(goTool(), "build", "-buildmode=c-shared", "-o", out, "./testdata/gopanic")
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			goGuestErr = fmt.Errorf("building the Go guest: %v: %s", err, b)
+		cmd := exec.Command(args[0], append(args[1:], "-o", out, "./testdata/gopanic")...)
+		cmd.Env = env
+		if o, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("building the Go guest with %s: %v: %s", toolchain, err, o)
 			return
 		}
-		goGuest, goGuestErr = os.ReadFile(out)
+		b.wasm, b.err = os.ReadFile(out)
 	})
-	if goGuestErr != nil {
-		t.Fatal(goGuestErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return goGuest
+	return b.wasm
 }
 
 func goTool() string {

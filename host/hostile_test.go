@@ -253,8 +253,14 @@ func TestGoGuestPanic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and compiles a Go guest")
 	}
+	for _, toolchain := range []string{"go", "tinygo"} {
+		t.Run(toolchain, func(t *testing.T) { testGoGuestPanic(t, toolchain) })
+	}
+}
+
+func testGoGuestPanic(t *testing.T, toolchain string) {
 	rt, logs := newTestRuntime(t)
-	m := load(t, rt, "gopanic", buildGoGuest(t))
+	m := load(t, rt, "gopanic", buildGoGuest(t, toolchain))
 	h := m.NewHandler("s1")
 	defer h.Close(context.Background())
 	ctx := context.Background()
@@ -280,11 +286,17 @@ func TestGoGuestPanic(t *testing.T) {
 	if !he.Poisoned || he.FirstSeq != "3" || he.LastSeq != "4" {
 		t.Errorf("details = %+v", he)
 	}
-	if !strings.Contains(err.Error(), "the Go guest panicked: panic: boom at seq 4 | goroutine 1 [running]: | main.handle(") {
-		t.Errorf("error lacks the panic message: %v", err)
+	// The standard toolchain prints the panic and its goroutine's trace to stderr, TinyGo prints
+	// the panic's line to stdout.
+	wantMsg, wantSource := "the Go guest panicked: panic: boom at seq 4 | goroutine 1 [running]: | main.handle(", "stderr"
+	if toolchain == "tinygo" {
+		wantMsg, wantSource = "the Go guest panicked: panic: boom at seq 4; the instance was discarded", "stdout"
 	}
-	if recs := logs.find("panic: boom at seq 4"); len(recs) != 1 || recs[0].Attrs["source"] != "stderr" {
-		t.Errorf("stderr log records = %+v", recs)
+	if !strings.Contains(err.Error(), wantMsg) {
+		t.Errorf("error lacks the panic message %q: %v", wantMsg, err)
+	}
+	if recs := logs.find("panic: boom at seq 4"); len(recs) != 1 || recs[0].Attrs["source"] != wantSource {
+		t.Errorf("log records of the panic = %+v, want one from %s", recs, wantSource)
 	}
 
 	muts, err = h.Handle(ctx, evs("s1", 5, "D", `{"d":1}`), rm)
@@ -335,5 +347,46 @@ func TestTableCapped(t *testing.T) {
 			t.Fatalf("trusted %v: %v (a trap: the table grew past the cap)", trusted, err)
 		}
 		h.Close(context.Background())
+	}
+}
+
+// TestGoGuestHostile: the hostile behaviours of testdata/gopanic, built with each Go toolchain,
+// each fail their batch with the right error and the message a user can act on; the next batch
+// runs on a fresh instance and succeeds.
+func TestGoGuestHostile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and compiles Go guests")
+	}
+	for _, toolchain := range []string{"go", "tinygo"} {
+		t.Run(toolchain, func(t *testing.T) {
+			rt, _ := newTestRuntime(t)
+			m := load(t, rt, "gohostile", buildGoGuest(t, toolchain), WithBatchDeadline(time.Second))
+			h := m.NewHandler("s1")
+			defer h.Close(context.Background())
+			ctx := context.Background()
+			rm := NewMemReadModel()
+			for _, c := range []struct {
+				data    string
+				wantErr error
+				wantMsg string
+			}{
+				{`{"index":7}`, ErrTrap, "the Go guest panicked: panic: runtime error: index out of range"},
+				{`{"loop":true}`, ErrDeadline, "did not return within the 1s batch deadline"},
+				{`{"grow":true}`, ErrTrap, "of at most 256 pages (16MiB): fix the handler's memory use or raise the memory limit"},
+				{`{"panic":true}`, ErrTrap, "the Go guest panicked: panic: boom at seq 2"},
+			} {
+				_, err := h.Handle(ctx, evs("s1", 1, "A", `{"index":1}`, "B", c.data), rm)
+				var he *HandlerError
+				if !errors.Is(err, c.wantErr) || !errors.As(err, &he) || !he.Poisoned || he.FirstSeq != "1" || he.LastSeq != "2" {
+					t.Errorf("%s: err = %v (%+v), want %v for events 1..2", c.data, err, he, c.wantErr)
+				} else if !strings.Contains(err.Error(), c.wantMsg) {
+					t.Errorf("%s: error %q lacks %q", c.data, err, c.wantMsg)
+				}
+				muts, err := h.Handle(ctx, evs("s1", 3, "C", `{"index":2}`), rm)
+				if err != nil || len(muts) != 1 || muts[0].Key != "C" {
+					t.Fatalf("%s: the batch after it: %v, %+v", c.data, err, muts)
+				}
+			}
+		})
 	}
 }

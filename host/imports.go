@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -127,31 +128,48 @@ func hostRead(ctx context.Context, mod api.Module, stack []uint64) {
 	coll := guestRange(mod, wasmabi.ImportRead, "collection", api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
 	key := guestRange(mod, wasmabi.ImportRead, "key", api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
 	bufPtr, bufCap := api.DecodeU32(stack[4]), api.DecodeU32(stack[5])
-	c := &h.call
-	// The n > buf_cap retry protocol reads the same document twice in a row: serve the second
-	// call from the last lookup. The comparisons below do not allocate.
-	if !c.lastValid || c.lastColl != string(coll) || c.lastKey != string(key) {
-		collS, keyS := h.collName(coll), string(key)
-		// Time spent reading the read model (a DynamoDB round trip) is the host's, not the
-		// guest's: it does not count against the batch deadline.
-		h.intr.pause()
-		doc, found, err := c.reader.ReadDoc(ctx, collS, keyS)
-		h.intr.resume()
-		if err != nil {
-			panic(&readErrorPanic{err: fmt.Errorf("projhost.read %s/%s: %w", collS, keyS, err)})
-		}
-		c.lastColl, c.lastKey, c.lastDoc, c.lastFound, c.lastValid = collS, keyS, doc, found, true
-	}
-	if !c.lastFound {
+	doc, found := h.readDoc(ctx, coll, key)
+	if !found {
 		stack[0] = api.EncodeI32(-1)
 		return
 	}
-	n := uint32(len(c.lastDoc))
+	n := uint32(len(doc))
 	if n <= bufCap {
 		buf := guestRange(mod, wasmabi.ImportRead, "buffer", bufPtr, n)
-		copy(buf, c.lastDoc)
+		copy(buf, doc)
 	}
 	stack[0] = api.EncodeU32(n)
+}
+
+// readDoc serves projhost.read of the current call from its DocReader: the document of
+// coll/key and whether there is one. A failing read model stops the guest (readErrorPanic).
+func (h *Handler) readDoc(ctx context.Context, coll, key []byte) ([]byte, bool) {
+	c := &h.call
+	// The n > buf_cap retry protocol reads the same document twice in a row: serve the second
+	// call from the last lookup. Nothing here allocates once the handler has seen its
+	// collections: the key goes to the reader as the guest's bytes.
+	if !c.lastValid || c.lastColl != string(coll) || !bytes.Equal(c.lastKey, key) {
+		collS := h.collName(coll)
+		var doc []byte
+		found, inMemory := false, false
+		if c.memory != nil {
+			doc, found, inMemory = c.memory.ReadDocFromMemory(collS, key)
+		}
+		if !inMemory {
+			// Time spent reading the read model (a DynamoDB round trip) is the host's, not the
+			// guest's: it does not count against the batch deadline.
+			h.intr.pause()
+			var err error
+			doc, found, err = c.reader.ReadDoc(ctx, collS, key)
+			h.intr.resume()
+			if err != nil {
+				panic(&readErrorPanic{err: fmt.Errorf("projhost.read %s/%s: %w", collS, key, err)})
+			}
+		}
+		c.lastColl, c.lastDoc, c.lastFound, c.lastValid = collS, doc, found, true
+		c.lastKey = append(c.lastKey[:0], key...)
+	}
+	return c.lastDoc, c.lastFound
 }
 
 func hostAbort(ctx context.Context, mod api.Module, stack []uint64) {

@@ -22,7 +22,7 @@ func init() {
 func TestInstrumentModules(t *testing.T) {
 	rt, _ := newTestRuntime(t)
 	mods := map[string][]byte{"good": wat(t, "good"), "sink": wat(t, "sink"), "loop": wat(t, "loop"), "start_loop": wat(t, "start_loop")}
-	for _, name := range []string{testwasm.FlightDelaysAS, testwasm.FlightDelaysGo, testwasm.CountAS, testwasm.CountGo} {
+	for _, name := range append([]string{testwasm.FlightDelaysAS, testwasm.FlightDelaysGo, testwasm.CountAS, testwasm.CountGo}, testwasm.TinyGoModules(t, testwasm.FlightDelaysTinyGo, testwasm.CountTinyGo)...) {
 		w, err := os.ReadFile(testwasm.Path(t, name))
 		if err != nil {
 			t.Fatal(err)

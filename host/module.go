@@ -39,6 +39,9 @@ type Module struct {
 	// hasStart: its start section was turned into the startExport function.
 	interruptible bool
 	hasStart      bool
+	// native makes the guests of a native module (NewNativeModule), which has no runtime and
+	// no compiled module; nil for WebAssembly modules.
+	native func(shardID string) NativeGuest
 
 	mu     sync.Mutex
 	closed bool
@@ -148,6 +151,9 @@ func (m *Module) isClosed() bool {
 	m.mu.Lock()
 	closed := m.closed
 	m.mu.Unlock()
+	if m.rt == nil {
+		return closed
+	}
 	m.rt.mu.Lock()
 	defer m.rt.mu.Unlock()
 	return closed || m.rt.closed
@@ -161,6 +167,9 @@ func (m *Module) Close(ctx context.Context) error {
 		return nil
 	}
 	m.closed = true
+	if m.compiled == nil {
+		return nil
+	}
 	return m.compiled.Close(ctx)
 }
 

@@ -42,7 +42,7 @@ func TestPartitionKeyLimit(t *testing.T) {
 		{"1025 bytes", strings.Repeat("😀", 256) + "k", 1025},
 	}
 	ctx := context.Background()
-	for _, name := range []string{testwasm.Echo, testwasm.CountGo, testwasm.CountAS} {
+	for _, name := range append([]string{testwasm.Echo, testwasm.CountGo, testwasm.CountAS}, testwasm.TinyGoModules(t, testwasm.CountTinyGo)...) {
 		t.Run(name, func(t *testing.T) {
 			wasm, err := os.ReadFile(testwasm.Path(t, name))
 			if err != nil {
@@ -99,7 +99,7 @@ func TestLongestSequenceNumber(t *testing.T) {
 	seq := "1" + strings.Repeat("0", wasmabi.MaxSeqLen-1)
 	batch := []event.Event{{ShardID: "s1", Seq: seq, PartitionKey: "k", Data: []byte(`{"i":1}`)}}
 	ctx := context.Background()
-	for _, name := range []string{testwasm.CountGo, testwasm.CountAS} {
+	for _, name := range append([]string{testwasm.CountGo, testwasm.CountAS}, testwasm.TinyGoModules(t, testwasm.CountTinyGo)...) {
 		t.Run(name, func(t *testing.T) {
 			wasm, err := os.ReadFile(testwasm.Path(t, name))
 			if err != nil {

@@ -87,8 +87,8 @@ func Run(ctx context.Context, rt *Runtime, name string, wasm []byte, events []ev
 	return rm.Docs(), nil
 }
 
-// MemReadModel is an in-memory read model of one projection: a DocReader whose documents change
-// only by Apply. It is not safe for concurrent use.
+// MemReadModel is an in-memory read model of one projection: a MemoryDocReader whose documents
+// change only by Apply. It is not safe for concurrent use.
 type MemReadModel struct {
 	docs map[string]map[string][]byte
 }
@@ -98,10 +98,16 @@ func NewMemReadModel() *MemReadModel {
 	return &MemReadModel{docs: make(map[string]map[string][]byte)}
 }
 
-// ReadDoc implements DocReader. It never fails.
-func (m *MemReadModel) ReadDoc(_ context.Context, collection, key string) ([]byte, bool, error) {
-	d, ok := m.docs[collection][key]
+// ReadDoc implements DocReader. It never fails, and does not allocate.
+func (m *MemReadModel) ReadDoc(_ context.Context, collection string, key []byte) ([]byte, bool, error) {
+	d, ok := m.docs[collection][string(key)]
 	return d, ok, nil
+}
+
+// ReadDocFromMemory implements MemoryDocReader: it answers every read.
+func (m *MemReadModel) ReadDocFromMemory(collection string, key []byte) ([]byte, bool, bool) {
+	d, ok := m.docs[collection][string(key)]
+	return d, ok, true
 }
 
 // Apply applies mutations in order (Doc nil deletes). It keeps the Doc slices, which Handle

@@ -112,16 +112,26 @@ type overlay struct {
 	cache bool // remember read documents in p.known (Transactional mode)
 }
 
-func (o overlay) ReadDoc(ctx context.Context, collection, key string) ([]byte, bool, error) {
-	k := docKey{collection, key}
-	if i, ok := o.p.docs[k]; ok {
+// ReadDocFromMemory implements host.MemoryDocReader: the pending mutations, then the known
+// documents. It does not allocate (the map index expressions with string(key) do not copy key).
+func (o overlay) ReadDocFromMemory(collection string, key []byte) ([]byte, bool, bool) {
+	if i, ok := o.p.docs[docKey{collection, string(key)}]; ok {
 		d := o.p.muts[i].Doc
-		return d, d != nil, nil
+		return d, d != nil, true
 	}
-	if d, ok := o.p.known[k]; ok {
-		return d, d != nil, nil
+	if d, ok := o.p.known[docKey{collection, string(key)}]; ok {
+		return d, d != nil, true
 	}
-	doc, found, err := o.store.Get(ctx, o.proj, collection, key)
+	return nil, false, false
+}
+
+// ReadDoc implements host.DocReader: ReadDocFromMemory, else the store (with a copy of key).
+func (o overlay) ReadDoc(ctx context.Context, collection string, key []byte) ([]byte, bool, error) {
+	if d, found, ok := o.ReadDocFromMemory(collection, key); ok {
+		return d, found, nil
+	}
+	k := docKey{collection, string(key)}
+	doc, found, err := o.store.Get(ctx, o.proj, collection, k.key)
 	if err == nil && o.cache {
 		if !found {
 			doc = nil

@@ -1,8 +1,9 @@
 // Package wasmabi defines projhost's WebAssembly ABI v1 (see ABI.md) and its codec: the batch the
 // host writes into a guest and the mutation output a guest returns.
 //
-// The package has no dependencies beyond the standard library's encoding/binary and builds for
-// GOOS=wasip1, so the Go guest SDK (wasmabi/guest) shares this exact code with the host.
+// The package has no dependencies beyond the standard library. The Go guest SDK (module sdk/go)
+// has its own copy of this codec, internal to it, so that handlers need nothing of the host;
+// sdk_test.go (TestSDKCodecAgrees, FuzzSDKDecodesHostBatches) keeps the two in agreement.
 //
 // Decoders never panic on any input: they return an error wrapping ErrMalformed. Encoders append
 // to a caller-supplied slice and do not allocate beyond growing it. All functions are safe for

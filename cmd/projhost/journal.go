@@ -14,6 +14,10 @@ import (
 	"github.com/projhost/projhost/wasmabi"
 )
 
+// appendTxBytes is the event data `journal append` puts in one transaction at most (beyond its
+// first event): 10,000 events of 1 MiB would otherwise be held in memory at once.
+const appendTxBytes = 8 << 20
+
 func init() {
 	jc := &cobra.Command{Use: "journal", Short: "Create, append to, split, merge and list the local journal (a sharded event log in --data)"}
 
@@ -62,8 +66,8 @@ func init() {
 Each element must be a JSON object with the --key-field as a string or number (the partition key:
 valid UTF-8, 1 to 256 characters, the Kinesis limit); each event is at most 1 MiB (the Kinesis
 record limit).
-Events are appended in transactions of --batch events: an interrupted append keeps whole batches
-and says how many events went in.`,
+Events are appended in transactions of --batch events (fewer when their data reaches 8 MiB): an
+interrupted append keeps whole transactions and says how many events went in.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := journal.ValidateAppendBatch(batch); err != nil {
@@ -87,6 +91,7 @@ and says how many events went in.`,
 			defer stop()
 			start := time.Now()
 			buf := make([]journal.AppendEvent, 0, batch)
+			var data []byte // the events' data, one after the other (reused once they are appended)
 			total := 0
 			flush := func() error {
 				if len(buf) == 0 {
@@ -96,14 +101,22 @@ and says how many events went in.`,
 					return fmt.Errorf("appending input events %d..%d: %w", total+1, total+len(buf), err)
 				}
 				total += len(buf)
-				buf = buf[:0]
+				buf, data = buf[:0], data[:0]
 				return nil
 			}
 			err = eventfile.Scan(in, keyField, func(i int, key string, raw []byte) error {
 				if len(raw) > wasmabi.MaxDataLen {
 					return fmt.Errorf("%w: element %d is %d bytes; events are at most %d bytes (the Kinesis record limit)", eventfile.ErrBadInput, i, len(raw), wasmabi.MaxDataLen)
 				}
-				buf = append(buf, journal.AppendEvent{PartitionKey: key, Data: append([]byte(nil), raw...)})
+				if len(buf) > 0 && len(data)+len(raw) > appendTxBytes {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+				// Earlier events keep their slices of data's old array when append moves it.
+				at := len(data)
+				data = append(data, raw...)
+				buf = append(buf, journal.AppendEvent{PartitionKey: key, Data: data[at:len(data):len(data)]})
 				if len(buf) == cap(buf) {
 					return flush()
 				}

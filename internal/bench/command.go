@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"syscall"
@@ -16,14 +17,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/sdk/go/guest"
 	"github.com/projhost/projhost/source"
-	"github.com/projhost/projhost/wasmabi/guest"
 )
 
-// Command returns the `bench` command with its subcommands handler, native and e2e. natives are
-// the Go handlers compiled into the binary that `bench native --example NAME` and `bench handler
-// --native NAME` can run as the native baseline (nil: none). Output goes to the command's
-// stdout; logs (warnings and errors of the host and guests) and progress to its stderr.
+// Command returns the `bench` command with its subcommands handler, native, compare, e2e and
+// sustained. natives are the Go handlers compiled into the binary that `bench native --example
+// NAME`, `bench handler --native NAME` and `bench compare --native NAME` can run natively (nil:
+// none). Output goes to the command's stdout; logs (warnings and errors of the host and guests)
+// and progress to its stderr.
 func Command(natives map[string]guest.Handler) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "bench",
@@ -33,10 +35,43 @@ events per second of one goroutine, the median of repeated passes over the event
 
   bench handler  a module through the host against an in-memory read model
   bench native   a Go example handler without WebAssembly (the baseline)
-  bench e2e      journal append and a runner projecting into the embedded store`,
+  bench compare  a handler against a baseline doing the same work (ratio of events/s)
+  bench e2e      journal append and a runner projecting into the embedded store (with
+                 --native, again with the Go handler compiled in: the WebAssembly tax)
+  bench sustained  appending and projecting at once, in processes, for a fixed time`,
 		Args: cobra.NoArgs,
 	}
-	root.AddCommand(handlerCommand(natives), nativeCommand(natives), e2eCommand())
+	var cpuProfile string
+	var profile *os.File
+	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole command to this file (go tool pprof)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		profile = f
+		return nil
+	}
+	root.PersistentPostRunE = func(*cobra.Command, []string) error {
+		if profile == nil {
+			return nil
+		}
+		pprof.StopCPUProfile()
+		err := profile.Close()
+		profile = nil
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		return nil
+	}
+	root.AddCommand(handlerCommand(natives), nativeCommand(natives), compareCommand(natives), e2eCommand(natives), sustainedCommand())
 	return root
 }
 
@@ -211,18 +246,32 @@ func nativeCommand(natives map[string]guest.Handler) *cobra.Command {
 	return cmd
 }
 
-func e2eCommand() *cobra.Command {
+func e2eCommand(natives map[string]guest.Handler) *cobra.Command {
 	var o E2EOptions
-	var handler, shards string
+	var handlers []string
+	var shards string
 	cmd := &cobra.Command{
-		Use:   "e2e --handler H.wasm --events FILE [--shards 4,16,100]",
-		Short: "Append the events to a fresh N-shard journal, then project them with one runner until caught up",
-		Args:  cobra.NoArgs,
+		Use:   "e2e --handler H.wasm [--handler H2.wasm] --events FILE [--shards 4,16,100] [--native NAME]",
+		Short: "Append the events to a fresh N-shard journal, then project them with one runner per handler until caught up",
+		Long: `e2e appends the events to a fresh journal of N shards, for each N of --shards, then projects
+that journal with each --handler in turn (builds of one handler: their read models must be the
+same), each with one in-process runner and an embedded store of its own, until caught up. With
+--native NAME it projects the journal once more with the Go handler NAME compiled into the host
+(the SDK's native runner, through the same runner, journal and store) and prints each module's
+events/s as a ratio of the native one (wasm/native): the WebAssembly tax end to end.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext(cmd)
 			defer stop()
-			if handler == "" || o.EventsPath == "" {
+			if len(handlers) == 0 || o.EventsPath == "" {
 				return fmt.Errorf("%w: --handler and --events are required", ErrArgs)
+			}
+			var nh guest.Handler
+			if o.NativeName != "" {
+				var err error
+				if nh, err = lookupNative(natives, o.NativeName); err != nil {
+					return err
+				}
 			}
 			var err error
 			if o.Shards, err = ParseInts(shards); err != nil {
@@ -237,34 +286,41 @@ func e2eCommand() *cobra.Command {
 			if o.BatchSize < 1 {
 				return fmt.Errorf("%w: --batch-size %d must be at least 1", ErrArgs, o.BatchSize)
 			}
-			if o.WASM, err = host.ReadModuleFile(handler, host.DefaultMaxModuleFile); err != nil {
-				return err
+			for _, p := range handlers {
+				b, err := host.ReadModuleFile(p, host.DefaultMaxModuleFile)
+				if err != nil {
+					return err
+				}
+				o.Modules = append(o.Modules, E2EModule{Name: filepath.Base(p), WASM: b})
 			}
 			if _, err := os.Stat(o.EventsPath); err != nil {
 				return fmt.Errorf("reading events: %w", err)
 			}
-			o.Name = filepath.Base(handler)
 			errw := cmd.ErrOrStderr()
 			o.Logger = logger(errw)
+			if nh != nil {
+				o.Native = NativeGuests(nh, o.Logger)
+			}
 			res, err := MeasureE2E(ctx, o, func(r E2EResult) {
-				fmt.Fprintf(errw, "e2e %s: %d shards: %d events projected in %s\n", o.Name, r.Shards, r.Stats.Events, Dur(r.ProjectTime))
+				fmt.Fprintf(errw, "e2e %s: %d shards: %d events projected in %s\n", r.Module, r.Shards, r.Stats.Events, Dur(r.ProjectTime))
 			})
 			if err != nil {
 				return err
 			}
-			return WriteE2E(cmd.OutOrStdout(), o.Name, o.Trusted, res)
+			return WriteE2E(cmd.OutOrStdout(), o.Trusted, res)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&handler, "handler", "", "handler module (.wasm) (required)")
+	f.StringArrayVar(&handlers, "handler", nil, "handler module (.wasm); repeat to project each journal with several builds of one handler (required)")
 	f.StringVar(&o.EventsPath, "events", "", "events file: JSON array or JSON lines, gzip ok; streamed (required)")
 	f.StringVar(&o.KeyField, "key-field", DefaultKeyField, "top-level JSON field used as the partition key")
-	f.StringVar(&shards, "shards", "4,16,100", "comma-separated journal shard counts, one run each")
+	f.StringVar(&shards, "shards", "4,16,100", "comma-separated journal shard counts, one journal each")
 	f.IntVar(&o.Repeat, "repeat", 1, "append the file's events this many times")
-	f.BoolVar(&o.Trusted, "trusted", false, "load the handler without the per-batch deadline")
+	f.BoolVar(&o.Trusted, "trusted", false, "load the handlers without the per-batch deadline")
 	f.IntVar(&o.BatchSize, "batch-size", 500, "max events per handler call (the runner's batch size)")
 	f.Int64Var(&o.Limit, "limit", 0, "append at most this many events (0: the whole file, --repeat times)")
 	f.DurationVar(&o.LeaseDuration, "lease-duration", 0, "the runner's lease duration (default: the runner's, shardmap.DefaultLeaseDuration = 6s)")
 	f.StringVar(&o.TempDir, "tmp", "", "parent directory of the temporary journals and stores (default: the system temp dir)")
+	f.StringVar(&o.NativeName, "native", "", "also project each journal with this Go handler compiled in, through the same pipeline, and print wasm/native ("+nativeNames(natives)+")")
 	return cmd
 }

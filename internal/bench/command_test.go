@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -15,7 +16,8 @@ import (
 
 	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/plugins/examples/count"
-	"github.com/projhost/projhost/wasmabi/guest"
+	"github.com/projhost/projhost/readmodel"
+	"github.com/projhost/projhost/sdk/go/guest"
 )
 
 var natives = map[string]guest.Handler{"count": count.Handler}
@@ -56,6 +58,7 @@ func TestCommandArgumentErrors(t *testing.T) {
 		{"e2e shards", []string{"e2e", "--handler", wasm, "--events", ev, "--shards", "4,0"}, `--shards: bench: bad argument: "0" in "4,0" is not a positive integer`},
 		{"e2e batch size", []string{"e2e", "--handler", wasm, "--events", ev, "--batch-size", "0"}, "--batch-size 0 must be at least 1"},
 		{"e2e without --events", []string{"e2e", "--handler", wasm}, "--handler and --events are required"},
+		{"e2e unknown native", []string{"e2e", "--handler", wasm, "--events", ev, "--native", "nope"}, `no native handler "nope" (available: count)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := runCommand(t, tc.args...)
@@ -148,11 +151,60 @@ func TestMeasureE2E(t *testing.T) {
 	require.NoError(t, err)
 	t.Log("\n" + out)
 	// 3,500 events: flights-2k twice, cut at the limit.
-	rows := regexp.MustCompile(`(?m)^  2\s+3,500\s+([\d,]+)\s+([\d,]+)\s+\S+ \S+\s+(\d+)\s+0\s+(\d+)\s+([\d.]+)\s+2\s+(\d+)\s+0$`).FindStringSubmatch(out)
+	rows := regexp.MustCompile(`(?m)^  2\s+3,500\s+([\d,]+)\s+([\d,]+)\s+\S+ \S+\s+[\d,]+\s+(\d+)\s+0\s+(\d+)\s+([\d.]+)\s+2\s+(\d+)\s+0$`).FindStringSubmatch(out)
 	require.NotNil(t, rows, out)
 	assert.Greater(t, number(t, rows[1]), 0.0, "append ev/s")
 	assert.Greater(t, number(t, rows[2]), 0.0, "project ev/s")
 	assert.GreaterOrEqual(t, number(t, rows[3]), 8.0, "batches: 3,500 events on 2 shards in batches of at most 500")
 	assert.GreaterOrEqual(t, number(t, rows[4]), 2.0, "a cursor save per shard at least")
 	assert.GreaterOrEqual(t, number(t, rows[6]), 4.0, "lease updates: an acquisition and a release per shard")
+}
+
+// TestMeasureE2ENative projects 2,000 flights through a 2-shard journal with count-as and
+// count-go, then with count compiled in (bench e2e --native): every run handles every event
+// once, the read models are the same (MeasureE2E compares them), and the ratios are printed.
+func TestMeasureE2ENative(t *testing.T) {
+	out, err := runCommand(t, "e2e", "--handler", testwasm.Path(t, testwasm.CountAS), "--handler", testwasm.Path(t, testwasm.CountGo),
+		"--events", flights(t, "flights-2k.json"), "--shards", "2", "--native", "count", "--tmp", t.TempDir())
+	require.NoError(t, err)
+	t.Log("\n" + out)
+	for _, table := range []string{"e2e count-as.wasm (deadline on)", "e2e count-go.wasm (deadline on)", "e2e native count: "} {
+		i := strings.Index(out, table)
+		require.GreaterOrEqual(t, i, 0, "no table %q", table)
+		row := regexp.MustCompile(`(?m)^  2\s+2,000\s+[\d,]+\s+([\d,]+)\s+\S+ \S+\s+([\d,]+)\s+\d+\s+0\s`).FindStringSubmatch(out[i:])
+		require.NotNil(t, row, "%s: no row of 2,000 events, none replayed", table)
+		assert.Greater(t, number(t, row[1]), 0.0, "%s: project ev/s", table)
+		assert.Greater(t, number(t, row[2]), 0.0, "%s: project ev/cpu-s", table)
+	}
+	require.Contains(t, out, "  shards  per     count-as.wasm  count-go.wasm\n")
+	for _, per := range []string{"wall s", "cpu s"} {
+		ratio := regexp.MustCompile(`(?m)^  2\s+` + per + `\s+(\d+\.\d\d)\s+(\d+\.\d\d)$`).FindStringSubmatch(out)
+		require.NotNil(t, ratio, "no %s ratios in\n%s", per, out)
+		assert.Greater(t, number(t, ratio[1]), 0.0, "count-as wasm/native per %s", per)
+		assert.Greater(t, number(t, ratio[2]), 0.0, "count-go wasm/native per %s", per)
+	}
+}
+
+// TestSameDocs: the read model comparison of the native run names the first difference.
+func TestSameDocs(t *testing.T) {
+	a := []readmodel.Doc{{Collection: "c", Key: "a", Doc: []byte(`{"n":1}`)}, {Collection: "c", Key: "b", Doc: []byte(`{"n":2}`)}}
+	assert.NoError(t, sameDocs(a, a))
+	assert.ErrorContains(t, sameDocs(a, a[:1]), "1 documents, want 2")
+	b := []readmodel.Doc{a[0], {Collection: "c", Key: "b", Doc: []byte(`{"n":3}`)}}
+	assert.ErrorContains(t, sameDocs(a, b), `document 1 is c/b {"n":3}, want c/b {"n":2}`)
+}
+
+// TestCPUProfile: --cpuprofile writes the command's CPU profile (gzip-compressed protobuf).
+func TestCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	_, err := runCommand(t, "native", "--events", flights(t, "flights-2k.json"), "--example", "count",
+		"--batch-sizes", "100", "--duration", "100ms", "--cpuprofile", path)
+	require.NoError(t, err)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 2)
+	assert.Equal(t, []byte{0x1f, 0x8b}, b[:2], "gzip magic")
+	_, err = runCommand(t, "native", "--events", flights(t, "flights-2k.json"), "--example", "count",
+		"--cpuprofile", filepath.Join(t.TempDir(), "missing", "cpu.pprof"))
+	assert.ErrorContains(t, err, "--cpuprofile: ")
 }

@@ -61,30 +61,96 @@ func WriteComparison(w io.Writer, native *NativeReport, reps []*HandlerReport) e
 	return tw.Flush()
 }
 
-// WriteE2E prints the end-to-end results of one module, then the runner warnings of each run.
-func WriteE2E(w io.Writer, name string, trusted bool, results []E2EResult) error {
+// WriteE2E prints the end-to-end results: a table per module in the order of the results (the
+// native handler's last), then, when there are native results, each module's projection rate
+// as a ratio of the native one (wasm/native) by shard count, then the runner warnings of each
+// run.
+func WriteE2E(w io.Writer, trusted bool, results []E2EResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	mode := "deadline on"
 	if trusted {
 		mode = "trusted"
 	}
-	fmt.Fprintf(tw, "e2e %s (%s): journal append, then one in-process runner with the embedded store until caught up\n", name, mode)
-	fmt.Fprintln(tw, "  shards\tevents\tappend ev/s\tproject ev/s\tproject time\tbatches\treplayed\tcursor saves\tper 100 ev\tlease creates\tlease updates\tlease conflicts")
+	var names []string
+	byModule := map[string][]E2EResult{}
+	native := ""
 	for _, r := range results {
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%.2f\t%d\t%d\t%d\n", r.Shards, group(r.Events),
-			group(int64(r.AppendRate()+0.5)), group(int64(r.ProjectRate()+0.5)), Dur(r.ProjectTime),
-			r.Stats.Batches, group(r.Replayed()), r.Stats.CursorSaves, r.CursorSavesPer100(),
-			r.LeaseCreates, r.LeaseUpdates, r.LeaseConflicts)
+		if _, ok := byModule[r.Module]; !ok {
+			names = append(names, r.Module)
+		}
+		byModule[r.Module] = append(byModule[r.Module], r)
+		if r.Native {
+			native = r.Module
+		}
+	}
+	if len(names) == 0 {
+		fmt.Fprintf(tw, "e2e (%s): no runs\n", mode)
+	}
+	for i, name := range names {
+		if i > 0 {
+			if err := tw.Flush(); err != nil { // each table aligns by itself
+				return err
+			}
+		}
+		if name == native {
+			fmt.Fprintf(tw, "e2e %s: the Go handler compiled into the host, through the same runner, journal and store\n", name)
+		} else {
+			fmt.Fprintf(tw, "e2e %s (%s): journal append, then one in-process runner with the embedded store until caught up\n", name, mode)
+		}
+		writeE2ERows(tw, byModule[name])
+	}
+	if native != "" && len(names) > 1 {
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "e2e wasm/native: each module's project events/s (wall) and events/cpu-s / those of %s (same journal, same read model)\n", native)
+		fmt.Fprint(tw, "  shards\tper")
+		for _, name := range names[:len(names)-1] {
+			fmt.Fprintf(tw, "\t%s", name)
+		}
+		fmt.Fprintln(tw)
+		for _, n := range byModule[native] {
+			for _, per := range []struct {
+				name string
+				rate func(E2EResult) float64
+			}{{"wall s", E2EResult.ProjectRate}, {"cpu s", E2EResult.ProjectCPURate}} {
+				fmt.Fprintf(tw, "  %d\t%s", n.Shards, per.name)
+				for _, name := range names[:len(names)-1] {
+					r := "-"
+					for _, m := range byModule[name] {
+						if m.Shards == n.Shards {
+							r = ratio(per.rate(m), per.rate(n))
+						}
+					}
+					fmt.Fprintf(tw, "\t%s", r)
+				}
+				fmt.Fprintln(tw)
+			}
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, r := range results {
 		for _, wn := range r.Warnings {
-			fmt.Fprintf(tw, "  %d shards: %d× warning %q\n", r.Shards, wn.Count, wn.Message)
+			fmt.Fprintf(tw, "  %s, %d shards: %d× warning %q\n", r.Module, r.Shards, wn.Count, wn.Message)
 		}
 	}
 	return tw.Flush()
+}
+
+func writeE2ERows(tw *tabwriter.Writer, results []E2EResult) {
+	fmt.Fprintln(tw, "  shards\tevents\tappend ev/s\tproject ev/s\tproject time\tev/cpu-s\tbatches\treplayed\tcursor saves\tper 100 ev\tlease creates\tlease updates\tlease conflicts")
+	for _, r := range results {
+		cpu := "-"
+		if r.ProjectCPU > 0 {
+			cpu = group(int64(r.ProjectCPURate() + 0.5))
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%.2f\t%d\t%d\t%d\n", r.Shards, group(r.Events),
+			group(int64(r.AppendRate()+0.5)), group(int64(r.ProjectRate()+0.5)), Dur(r.ProjectTime), cpu,
+			r.Stats.Batches, group(r.Replayed()), r.Stats.CursorSaves, r.CursorSavesPer100(),
+			r.LeaseCreates, r.LeaseUpdates, r.LeaseConflicts)
+	}
 }
 
 // Dur formats d for the tables: microseconds below 1 ms ("250 µs"), milliseconds with one

@@ -210,10 +210,10 @@ func TestWriteComparison(t *testing.T) {
 
 func TestWriteE2E(t *testing.T) {
 	res := []E2EResult{
-		{Shards: 4, Events: 100000, AppendTime: 1250 * time.Millisecond, ProjectTime: 8 * time.Second,
+		{Module: "flightdelays-as.wasm", Shards: 4, Events: 100000, AppendTime: 1250 * time.Millisecond, ProjectTime: 8 * time.Second,
 			Stats:        container.Stats{Events: 100000, Batches: 202, CursorSaves: 53},
 			LeaseCreates: 4, LeaseUpdates: 16, LeaseLists: 9},
-		{Shards: 100, Events: 100000, AppendTime: 2 * time.Second, ProjectTime: 10 * time.Second,
+		{Module: "flightdelays-as.wasm", Shards: 100, Events: 100000, AppendTime: 2 * time.Second, ProjectTime: 10 * time.Second,
 			Stats:        container.Stats{Events: 162392, Batches: 254, CursorSaves: 122},
 			LeaseCreates: 100, LeaseUpdates: 400, LeaseConflicts: 3,
 			Warnings: []Warning{{"lease not renewed in time: stopping shard without saving", 57}, {"shardmap: lease lost: renewal completed after the lease duration", 3}}},
@@ -227,18 +227,57 @@ func TestWriteE2E(t *testing.T) {
 	assert.Equal(t, 0.0, E2EResult{Events: 5}.AppendRate())
 
 	var b strings.Builder
-	require.NoError(t, WriteE2E(&b, "flightdelays-as.wasm", true, res))
+	require.NoError(t, WriteE2E(&b, true, res))
 	want := `e2e flightdelays-as.wasm (trusted): journal append, then one in-process runner with the embedded store until caught up
-  shards  events   append ev/s  project ev/s  project time  batches  replayed  cursor saves  per 100 ev  lease creates  lease updates  lease conflicts
-  4       100,000  80,000       12,500        8.00 s        202      0         53            0.05        4              16             0
-  100     100,000  50,000       10,000        10.00 s       254      62,392    122           0.08        100            400            3
-  100 shards: 57× warning "lease not renewed in time: stopping shard without saving"
-  100 shards: 3× warning "shardmap: lease lost: renewal completed after the lease duration"
+  shards  events   append ev/s  project ev/s  project time  ev/cpu-s  batches  replayed  cursor saves  per 100 ev  lease creates  lease updates  lease conflicts
+  4       100,000  80,000       12,500        8.00 s        -         202      0         53            0.05        4              16             0
+  100     100,000  50,000       10,000        10.00 s       -         254      62,392    122           0.08        100            400            3
+  flightdelays-as.wasm, 100 shards: 57× warning "lease not renewed in time: stopping shard without saving"
+  flightdelays-as.wasm, 100 shards: 3× warning "shardmap: lease lost: renewal completed after the lease duration"
 `
 	assert.Equal(t, want, b.String())
 	b.Reset()
-	require.NoError(t, WriteE2E(&b, "x.wasm", false, nil))
-	assert.True(t, strings.HasPrefix(b.String(), "e2e x.wasm (deadline on): "), b.String())
+	require.NoError(t, WriteE2E(&b, false, nil))
+	assert.Equal(t, "e2e (deadline on): no runs\n", b.String())
+
+	// Two modules and the native handler over the same journals (4 and 16 shards): a table
+	// each, then the ratios.
+	run := func(module string, shards int, project time.Duration, native bool) E2EResult {
+		return E2EResult{Module: module, Native: native, Shards: shards, Events: 100000, AppendTime: time.Second,
+			ProjectTime: project, ProjectCPU: project / 2,
+			Stats: container.Stats{Events: 100000, Batches: 210, CursorSaves: 60}, LeaseCreates: int64(shards), LeaseUpdates: 2 * int64(shards)}
+	}
+	all := []E2EResult{
+		run("fd-as.wasm", 4, 8*time.Second, false), run("fd-go.wasm", 4, 20*time.Second, false), run("native fd", 4, 5*time.Second, true),
+		run("fd-as.wasm", 16, 4*time.Second, false), run("fd-go.wasm", 16, 10*time.Second, false), run("native fd", 16, 2500*time.Millisecond, true),
+	}
+	all[2].Warnings = []Warning{{"slow", 2}}
+	all[5].ProjectCPU = time.Second // the native run at 16 shards: 100,000 ev/cpu-s
+	assert.Equal(t, 100000.0, all[5].ProjectCPURate())
+	assert.Equal(t, 0.0, E2EResult{Events: 5}.ProjectCPURate())
+	b.Reset()
+	require.NoError(t, WriteE2E(&b, false, all))
+	want = `e2e fd-as.wasm (deadline on): journal append, then one in-process runner with the embedded store until caught up
+  shards  events   append ev/s  project ev/s  project time  ev/cpu-s  batches  replayed  cursor saves  per 100 ev  lease creates  lease updates  lease conflicts
+  4       100,000  100,000      12,500        8.00 s        25,000    210      0         60            0.06        4              8              0
+  16      100,000  100,000      25,000        4.00 s        50,000    210      0         60            0.06        16             32             0
+e2e fd-go.wasm (deadline on): journal append, then one in-process runner with the embedded store until caught up
+  shards  events   append ev/s  project ev/s  project time  ev/cpu-s  batches  replayed  cursor saves  per 100 ev  lease creates  lease updates  lease conflicts
+  4       100,000  100,000      5,000         20.00 s       10,000    210      0         60            0.06        4              8              0
+  16      100,000  100,000      10,000        10.00 s       20,000    210      0         60            0.06        16             32             0
+e2e native fd: the Go handler compiled into the host, through the same runner, journal and store
+  shards  events   append ev/s  project ev/s  project time  ev/cpu-s  batches  replayed  cursor saves  per 100 ev  lease creates  lease updates  lease conflicts
+  4       100,000  100,000      20,000        5.00 s        40,000    210      0         60            0.06        4              8              0
+  16      100,000  100,000      40,000        2.50 s        100,000   210      0         60            0.06        16             32             0
+e2e wasm/native: each module's project events/s (wall) and events/cpu-s / those of native fd (same journal, same read model)
+  shards  per     fd-as.wasm  fd-go.wasm
+  4       wall s  0.62        0.25
+  4       cpu s   0.62        0.25
+  16      wall s  0.62        0.25
+  16      cpu s   0.50        0.20
+  native fd, 4 shards: 2× warning "slow"
+`
+	assert.Equal(t, want, b.String())
 }
 
 func TestWarnCounter(t *testing.T) {

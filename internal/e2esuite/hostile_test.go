@@ -114,7 +114,7 @@ func TestHostileModule(t *testing.T) {
 
 type noDocs struct{}
 
-func (noDocs) ReadDoc(context.Context, string, string) ([]byte, bool, error) { return nil, false, nil }
+func (noDocs) ReadDoc(context.Context, string, []byte) ([]byte, bool, error) { return nil, false, nil }
 
 // countHandler counts the flood's log records (their message is the flood's line).
 type countHandler struct{ n *atomic.Int64 }

@@ -47,31 +47,53 @@ func Load(tb testing.TB, path string) []Flight {
 
 // Expected computes the flightdelays read model of flights: "collection/key" -> document fields.
 func Expected(flights []Flight) map[string]map[string]int64 {
-	out := map[string]map[string]int64{}
+	var e Expecter
 	for _, f := range flights {
-		a := out["airports/"+f.Origin]
-		if a == nil {
-			a = map[string]int64{"flights": 0, "delayed": 0, "total_delay": 0, "max_delay": f.Delay}
-			out["airports/"+f.Origin] = a
-		}
-		a["flights"]++
-		if f.Delay > 15 {
-			a["delayed"]++
-		}
-		a["total_delay"] += f.Delay
-		if f.Delay > a["max_delay"] {
-			a["max_delay"] = f.Delay
-		}
-		rk := "routes/" + f.Origin + "-" + f.Destination
-		r := out[rk]
-		if r == nil {
-			r = map[string]int64{"flights": 0, "total_distance": 0}
-			out[rk] = r
-		}
-		r["flights"]++
-		r["total_distance"] += f.Distance
+		e.Add(f)
 	}
-	return out
+	return e.Model()
+}
+
+// Expecter computes the flightdelays read model one flight at a time, for inputs too large to
+// hold (Expected is Add over a slice). The zero value is ready; not safe for concurrent use.
+type Expecter struct {
+	out map[string]map[string]int64
+}
+
+// Add accounts for one flight.
+func (e *Expecter) Add(f Flight) {
+	if e.out == nil {
+		e.out = map[string]map[string]int64{}
+	}
+	a := e.out["airports/"+f.Origin]
+	if a == nil {
+		a = map[string]int64{"flights": 0, "delayed": 0, "total_delay": 0, "max_delay": f.Delay}
+		e.out["airports/"+f.Origin] = a
+	}
+	a["flights"]++
+	if f.Delay > 15 {
+		a["delayed"]++
+	}
+	a["total_delay"] += f.Delay
+	if f.Delay > a["max_delay"] {
+		a["max_delay"] = f.Delay
+	}
+	rk := "routes/" + f.Origin + "-" + f.Destination
+	r := e.out[rk]
+	if r == nil {
+		r = map[string]int64{"flights": 0, "total_distance": 0}
+		e.out[rk] = r
+	}
+	r["flights"]++
+	r["total_distance"] += f.Distance
+}
+
+// Model returns the read model of the flights added so far (shared with e: Add changes it).
+func (e *Expecter) Model() map[string]map[string]int64 {
+	if e.out == nil {
+		e.out = map[string]map[string]int64{}
+	}
+	return e.out
 }
 
 // Decode turns read-model documents into the shape Expected returns. A document that is not a

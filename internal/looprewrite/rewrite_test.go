@@ -91,7 +91,7 @@ func TestRewriteExamples(t *testing.T) {
 	// A Go guest needs more than fuzzMemPages; the host tests compile these rewritten with the
 	// compiler.
 	c := newChecker(t, 65536, true)
-	for _, name := range []string{testwasm.CountAS, testwasm.FlightDelaysAS, testwasm.CountGo, testwasm.FlightDelaysGo} {
+	for _, name := range append([]string{testwasm.CountAS, testwasm.FlightDelaysAS, testwasm.CountGo, testwasm.FlightDelaysGo}, testwasm.TinyGoModules(t, testwasm.CountTinyGo, testwasm.FlightDelaysTinyGo)...) {
 		t.Run(name, func(t *testing.T) {
 			if testing.Short() && strings.HasSuffix(name, "-go") {
 				t.Skip("a Go guest takes seconds to compile")

@@ -89,6 +89,30 @@ func TestDockerfile(t *testing.T) {
 	}
 	require.True(t, built, "the build stage runs go build")
 
+	// `go mod download` runs before the sources are copied (a cached layer): it needs go.mod of
+	// every module the main go.mod replaces with a directory of the repository (the Go SDK).
+	var copied []string
+	var downloaded bool
+	for _, in := range build.ins {
+		switch {
+		case in.cmd == "COPY" && !downloaded:
+			copied = append(copied, strings.Fields(in.args)...)
+		case in.cmd == "RUN" && strings.Contains(in.args, "go mod download"):
+			downloaded = true
+		}
+	}
+	require.True(t, downloaded, "the build stage runs go mod download")
+	var local int
+	for _, l := range strings.Split(string(gomod), "\n") {
+		_, dir, ok := strings.Cut(l, "=> ./")
+		if !ok || !strings.HasPrefix(strings.TrimSpace(l), "replace ") {
+			continue
+		}
+		local++
+		require.Contains(t, copied, strings.TrimSpace(dir)+"/go.mod", "copied before go mod download")
+	}
+	require.Positive(t, local, "go.mod replaces the Go SDK module with ./sdk/go")
+
 	for _, c := range []struct {
 		cmd   string
 		check func(t *testing.T, args string)

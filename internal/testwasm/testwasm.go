@@ -92,6 +92,33 @@ func TinyGoInstalled(tb testing.TB) bool {
 	return err == nil
 }
 
+// RequireTinyGo skips tb unless TinyGo is installed in TinyGoDir; under CI=true (where .ci/run
+// installs it) it fails tb instead.
+func RequireTinyGo(tb testing.TB) {
+	tb.Helper()
+	if TinyGoInstalled(tb) {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		tb.Fatalf("TinyGo is not installed in %s: run make tinygo (.ci/run does)", TinyGoDir)
+	}
+	tb.Skipf("TinyGo is not installed in %s: make tinygo installs it", TinyGoDir)
+}
+
+// TinyGoModules returns names when TinyGo is installed in TinyGoDir, else none; under CI=true it
+// fails tb when TinyGo is missing. For lists of modules a test runs on: append(mods,
+// TinyGoModules(t, FlightDelaysTinyGo)...).
+func TinyGoModules(tb testing.TB, names ...string) []string {
+	tb.Helper()
+	if TinyGoInstalled(tb) {
+		return names
+	}
+	if os.Getenv("CI") == "true" {
+		tb.Fatalf("TinyGo is not installed in %s: run make tinygo (.ci/run does)", TinyGoDir)
+	}
+	return nil
+}
+
 // Path runs `make -C <repo root> build/wasm/<name>.wasm` (a no-op when the module is up to
 // date) and returns the module's absolute path. name is e.g. FlightDelaysGo. It fails tb with
 // make's output when the build fails. Safe for concurrent use by tests and test binaries.

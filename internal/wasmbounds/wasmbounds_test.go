@@ -71,7 +71,7 @@ func TestCheckAccepts(t *testing.T) {
 		"rec group":           mod(sec(1, 1, 0x4E, 2, 0x60, 1, 0x64, 1, 0, 0x60, 0, 1, 0x63, 0)),
 		"locals at the limit": mod(oneType, oneFunc, code(append(leb([]byte{1}, MaxFunctionLocals), 0x7F)...)),
 	}
-	for _, name := range []string{testwasm.CountAS, testwasm.FlightDelaysAS, testwasm.CountGo, testwasm.FlightDelaysGo} {
+	for _, name := range append([]string{testwasm.CountAS, testwasm.FlightDelaysAS, testwasm.CountGo, testwasm.FlightDelaysGo}, testwasm.TinyGoModules(t, testwasm.CountTinyGo, testwasm.FlightDelaysTinyGo)...) {
 		w, err := os.ReadFile(testwasm.Path(t, name))
 		if err != nil {
 			t.Fatal(err)

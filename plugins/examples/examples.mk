@@ -1,6 +1,6 @@
 # Example WebAssembly handlers: build/wasm/{flightdelays,count}-{go,as}.wasm, and the benchmark-only
-# tuned AssemblyScript flightdelays (internal/bench/tuned/flightdelays-as):
-# build/wasm/flightdelays-as-tuned.wasm.
+# hand-tuned flightdelays they replaced (internal/bench/tuned/flightdelays and flightdelays-as):
+# build/wasm/flightdelays-{go,as}-tuned.wasm.
 # Included by the top-level Makefile (which defines GO and WASM_DIR and the deps target).
 # Each module is rebuilt only when its sources, the guest SDKs or the toolchain pins change, and
 # is written through a temporary file so a concurrent reader never sees half a module.
@@ -8,13 +8,20 @@
 EXAMPLES := flightdelays count
 WASM_MODULES := $(foreach e,$(EXAMPLES),$(WASM_DIR)/$(e)-go.wasm $(WASM_DIR)/$(e)-as.wasm) $(WASM_DIR)/flightdelays-as-tuned.wasm
 
-GUEST_GO_SRC := go.mod go.sum $(wildcard wasmabi/*.go) $(filter-out %_test.go,$(wildcard wasmabi/guest/*.go))
+# The Go SDK is its own module (sdk/go: the guest package and its internal ABI codec); the main
+# module's go.mod replaces it with this checkout's copy.
+GUEST_GO_SRC := go.mod go.sum sdk/go/go.mod $(filter-out %_test.go,$(wildcard sdk/go/guest/*.go sdk/go/internal/*/*.go))
 # The AssemblyScript library, sdk/as: the examples import it as the package @projhost/sdk, which
 # `npm ci` links into node_modules (the repository's package.json depends on it by path).
 GUEST_AS_SRC := $(wildcard sdk/as/*.ts) sdk/as/package.json node_modules/.installed
 GO_WASM_FLAGS := -buildmode=c-shared -trimpath -ldflags='-s -w'
 ASC := node_modules/.bin/asc
 ASC_FLAGS := --runtime incremental -O3
+
+# The hand-tuned flightdelays handler (internal/bench/tuned/flightdelays): the baseline the
+# documented example is compared against by `projhost bench compare` (make bench).
+TUNED_GO_SRC := $(filter-out %_test.go,$(wildcard internal/bench/tuned/flightdelays/*.go internal/bench/tuned/flightdelays/go/*.go plugins/examples/flightdelays/*.go))
+WASM_MODULES += $(WASM_DIR)/flightdelays-go-tuned.wasm
 
 wasm: $(WASM_MODULES)
 	@ls -l $(WASM_MODULES)
@@ -32,6 +39,11 @@ $(WASM_DIR)/$(1)-as.wasm: $(GUEST_AS_SRC) $(wildcard plugins/examples/$(1)/as/*.
 	@mv $$@.tmp.wasm $$@
 endef
 $(foreach e,$(EXAMPLES),$(eval $(call example_rules,$(e))))
+
+$(WASM_DIR)/flightdelays-go-tuned.wasm: $(GUEST_GO_SRC) $(TUNED_GO_SRC)
+	@mkdir -p $(@D)
+	GOOS=wasip1 GOARCH=wasm $(GO) build $(GO_WASM_FLAGS) -o $@.tmp ./internal/bench/tuned/flightdelays/go
+	@mv $@.tmp $@
 
 # Benchmark-only: flightdelays as it was tuned by hand before the library's State (issue 14).
 $(WASM_DIR)/flightdelays-as-tuned.wasm: $(GUEST_AS_SRC) $(wildcard internal/bench/tuned/flightdelays-as/*.ts)
@@ -54,7 +66,7 @@ $(WASM_DIR)/flightdelays-go-lenient.wasm: $(GUEST_GO_SRC) $(filter-out %_test.go
 TINYGO_DIR := build/tinygo
 TINYGO := $(TINYGO_DIR)/bin/tinygo
 TINYGO_WASM_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none
-TINYGO_MODULES := $(foreach e,$(EXAMPLES),$(WASM_DIR)/$(e)-tinygo.wasm)
+TINYGO_MODULES := $(foreach e,$(EXAMPLES),$(WASM_DIR)/$(e)-tinygo.wasm) $(WASM_DIR)/flightdelays-tinygo-tuned.wasm
 
 .PHONY: tinygo wasm-tinygo
 tinygo:
@@ -73,6 +85,12 @@ $(WASM_DIR)/$(1)-tinygo.wasm: $(GUEST_GO_SRC) $(filter-out %_test.go,$(wildcard 
 	@mv $$@.tmp.wasm $$@
 endef
 $(foreach e,$(EXAMPLES),$(eval $(call example_tinygo_rules,$(e))))
+
+# The tuned flightdelays baseline built with TinyGo (bench compare).
+$(WASM_DIR)/flightdelays-tinygo-tuned.wasm: $(GUEST_GO_SRC) $(TUNED_GO_SRC) | $(TINYGO)
+	@mkdir -p $(@D)
+	$(TINYGO) build $(TINYGO_WASM_FLAGS) -o $@.tmp.wasm ./internal/bench/tuned/flightdelays/go
+	@mv $@.tmp.wasm $@
 
 # Test-only builds of the AssemblyScript examples that export the runtime (__new & co.), so that
 # plugins/examples TestASExamplesAllocateNothingPerEvent can count allocations (not part of

@@ -24,8 +24,8 @@ import (
 	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/plugins/examples/count"
 	"github.com/projhost/projhost/plugins/examples/flightdelays"
+	"github.com/projhost/projhost/sdk/go/guest"
 	"github.com/projhost/projhost/wasmabi"
-	"github.com/projhost/projhost/wasmabi/guest"
 )
 
 // miniHost runs one module instance against an in-memory read model.
@@ -222,8 +222,18 @@ func batches(tb testing.TB, evs []wasmabi.Event, size int) [][]byte {
 	return out
 }
 
-func nativeStore(tb testing.TB, h guest.Handler, colls []string, evs []wasmabi.Event, size int) map[string][]byte {
+// toGuest converts events of the host's codec to the Go SDK's (the same fields).
+func toGuest(evs []wasmabi.Event) []guest.Event {
+	out := make([]guest.Event, len(evs))
+	for i, e := range evs {
+		out[i] = guest.Event(e)
+	}
+	return out
+}
+
+func nativeStore(tb testing.TB, h guest.Handler, colls []string, hostEvs []wasmabi.Event, size int) map[string][]byte {
 	n := guest.NewNative(h)
+	evs := toGuest(hostEvs)
 	for i := 0; i < len(evs); i += size {
 		if _, err := n.Run("shardId-000000000000", evs[i:min(i+size, len(evs))]); err != nil {
 			tb.Fatal(err)
@@ -289,11 +299,9 @@ func TestModulesMatchNative(t *testing.T) {
 
 // TestTinyGoModulesMatchGo: the examples built with TinyGo write the same documents, byte for
 // byte, as the standard Go builds and the native run. Skipped unless TinyGo is installed
-// (make tinygo).
+// (make tinygo; testwasm.RequireTinyGo).
 func TestTinyGoModulesMatchGo(t *testing.T) {
-	if !testwasm.TinyGoInstalled(t) {
-		t.Skipf("TinyGo is not installed in %s (make tinygo)", testwasm.TinyGoDir)
-	}
+	testwasm.RequireTinyGo(t)
 	evs := flights(t, "flights-2k.json")
 	tests := []struct {
 		goModule, tinyModule string
@@ -330,11 +338,7 @@ func TestModulesFailMalformedEvents(t *testing.T) {
 	ev := func(seq, data string) wasmabi.Event {
 		return wasmabi.Event{Seq: []byte(seq), PartitionKey: []byte("A"), Data: []byte(data)}
 	}
-	modules := []string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS}
-	if testwasm.TinyGoInstalled(t) {
-		modules = append(modules, testwasm.FlightDelaysTinyGo)
-	}
-	for _, module := range modules {
+	for _, module := range append([]string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS}, testwasm.TinyGoModules(t, testwasm.FlightDelaysTinyGo)...) {
 		t.Run(module, func(t *testing.T) {
 			h := newMiniHost(t, module)
 			tests := []struct{ data, want string }{
@@ -374,7 +378,7 @@ func TestModulesFailMalformedEvents(t *testing.T) {
 }
 
 func TestReadBufferGrowsForLargeDocuments(t *testing.T) {
-	for _, module := range []string{testwasm.CountGo, testwasm.CountAS} {
+	for _, module := range append([]string{testwasm.CountGo, testwasm.CountAS}, testwasm.TinyGoModules(t, testwasm.CountTinyGo)...) {
 		t.Run(module, func(t *testing.T) {
 			h := newMiniHost(t, module)
 			h.store["counts/K"] = []byte(`{"pad":"` + strings.Repeat("x", 10000) + `","count":41}`)
@@ -394,7 +398,7 @@ func TestReadBufferGrowsForLargeDocuments(t *testing.T) {
 func BenchmarkModules(b *testing.B) {
 	evs := flights(b, "flights-20k.json")
 	bs := batches(b, evs, 100)
-	for _, module := range []string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS, testwasm.FlightDelaysASTuned, testwasm.CountGo, testwasm.CountAS} {
+	for _, module := range append([]string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS, testwasm.FlightDelaysASTuned, testwasm.CountGo, testwasm.CountAS}, testwasm.TinyGoModules(b, testwasm.FlightDelaysTinyGo, testwasm.CountTinyGo)...) {
 		b.Run(module, func(b *testing.B) {
 			h := newMiniHost(b, module)
 			b.ResetTimer()
@@ -447,7 +451,7 @@ func FuzzBatchDecoding(f *testing.F) {
 		_, events, decErr := wasmabi.DecodeBatch(batch)
 		var nerr error
 		if decErr == nil {
-			_, nerr = native.Run("s", events)
+			_, nerr = native.Run("s", toGuest(events))
 		}
 		clear(as.store)
 		clear(gw.store)

@@ -19,7 +19,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/projhost/projhost/internal/testwasm"
-	"github.com/projhost/projhost/wasmabi/guest"
+	"github.com/projhost/projhost/sdk/go/guest"
 )
 
 type probe struct {

@@ -58,8 +58,8 @@ type countingReader struct {
 	reads map[string]int
 }
 
-func (c *countingReader) ReadDoc(ctx context.Context, coll, key string) ([]byte, bool, error) {
-	c.reads[coll+"/"+key]++
+func (c *countingReader) ReadDoc(ctx context.Context, coll string, key []byte) ([]byte, bool, error) {
+	c.reads[coll+"/"+string(key)]++
 	return c.MemReadModel.ReadDoc(ctx, coll, key)
 }
 

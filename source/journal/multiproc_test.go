@@ -15,7 +15,7 @@ import (
 // Child processes: the test binary re-runs itself with JOURNAL_TEST_CHILD set.
 //
 //	append <dir> <proc> <count>  appends count events in calls of 50: key p<proc>-k<i%5>, data "<proc>:<i>"
-//	loop <dir>                    appends calls of 2500 events forever: key k<i%10>, data "<i>"
+//	loop <dir>                    appends calls of loopCall events forever: key k<i%10>, data "<i>"
 //	reshard <dir>                 forever: splits the lowest open shard, appends 100 events, merges
 //	                              the two children back (reshardLoop)
 func TestMain(m *testing.M) {
@@ -53,7 +53,7 @@ func child(args []string) error {
 		return reshardLoop(ctx, j)
 	case "loop":
 		for i := 0; ; {
-			evs := make([]AppendEvent, 2500)
+			evs := make([]AppendEvent, loopCall)
 			for k := range evs {
 				evs[k] = AppendEvent{PartitionKey: fmt.Sprintf("k%d", i%10), Data: []byte(strconv.Itoa(i))}
 				i++
@@ -65,6 +65,9 @@ func child(args []string) error {
 	}
 	return fmt.Errorf("unknown child command %q", args)
 }
+
+// loopCall is the size of the "loop" child's Append calls: two and a half transactions.
+const loopCall = TxEvents * 5 / 2
 
 func startChild(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
@@ -220,8 +223,8 @@ func TestKillDuringAppend(t *testing.T) {
 			t.Fatalf("%d events visible but event %d is missing: not a prefix", m, i)
 		}
 	}
-	if r := m % 2500; r != 0 && r != TxEvents && r != 2*TxEvents {
-		t.Fatalf("%d events visible: not a whole number of transactions (calls of 2500 in transactions of %d)", m, TxEvents)
+	if r := m % loopCall; r != 0 && r != TxEvents && r != 2*TxEvents {
+		t.Fatalf("%d events visible: not a whole number of transactions (calls of %d in transactions of %d)", m, loopCall, TxEvents)
 	}
 	t.Logf("%d events visible after kill -9", m)
 }

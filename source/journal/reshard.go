@@ -16,9 +16,10 @@ import (
 )
 
 // schemaVersion is the journal schema this package writes: 2 added the shards table (hash key
-// ranges, parents, closed, base) for splits and merges. Version 1 had none: its shards were
-// meta "shards" evenly split ones.
-const schemaVersion = 2
+// ranges, parents, closed, base) for splits and merges (version 1 had none: its shards were
+// meta "shards" evenly split ones); 3 replaced the events table (a row per event) by chunks (a
+// row per shard per transaction).
+const schemaVersion = 3
 
 // reshardedCount is meta "shards" of a resharded journal: what a projhost from before
 // resharding reports as a corrupt shard count when it opens the journal.
@@ -130,7 +131,7 @@ type querier interface {
 
 // layoutIn returns the layout as q sees it: the cached one when the generation is unchanged.
 func (j *Journal) layoutIn(ctx context.Context, q querier) (*layout, error) {
-	if j.v1 {
+	if j.version == 1 {
 		j.lmu.Lock()
 		defer j.lmu.Unlock()
 		if j.lay == nil {
@@ -247,8 +248,8 @@ func readVersion(ctx context.Context, q querier) (int, error) {
 	return int(v), err
 }
 
-// checkV1 sets j.v1 for a read-only journal of schema version 1, and refuses newer versions.
-func (j *Journal) checkV1() error {
+// checkVersion sets j.version for a read-only journal, and refuses newer versions.
+func (j *Journal) checkVersion() error {
 	v, err := readVersion(context.Background(), j.db)
 	if err != nil {
 		return err
@@ -256,12 +257,15 @@ func (j *Journal) checkV1() error {
 	if v > schemaVersion {
 		return fmt.Errorf("schema version %d is newer than this projhost's %d: use a newer projhost", v, schemaVersion)
 	}
-	j.v1 = v == 1
+	j.version = v
 	return nil
 }
 
-// migrate upgrades a schema version 1 journal to version 2 in one transaction: the shards table
-// with the even split of its shard count. Newer versions are refused.
+// migrate upgrades a journal of an older schema version in one transaction: version 1 gets the
+// shards table with the even split of its shard count; the events of versions 1 and 2 move to
+// chunks (consecutive events of a shard with the same arrival time, up to ChunkBytes each) and
+// the events table is dropped, so that a projhost of version 2 or older that has the journal
+// open fails instead of writing where nobody reads. Newer versions are refused.
 func (j *Journal) migrate() error {
 	ctx := context.Background()
 	v, err := readVersion(ctx, j.db)
@@ -272,18 +276,93 @@ func (j *Journal) migrate() error {
 		return fmt.Errorf("schema version %d is newer than this projhost's %d: use a newer projhost", v, schemaVersion)
 	}
 	return j.writeTx(ctx, func(tx *sql.Tx) error {
-		if v, err := readVersion(ctx, tx); err != nil || v == schemaVersion {
+		v, err := readVersion(ctx, tx)
+		if err != nil || v == schemaVersion {
 			return err // another process upgraded it meanwhile
 		}
 		if _, err := tx.ExecContext(ctx, schema); err != nil {
 			return err
 		}
-		if err := insertEvenShards(ctx, tx, j.shards); err != nil {
+		if v == 1 {
+			if err := insertEvenShards(ctx, tx, j.shards); err != nil {
+				return err
+			}
+		}
+		if err := eventsToChunks(ctx, tx); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('version', ?)`, strconv.Itoa(schemaVersion))
+		_, err = tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('version', ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, strconv.Itoa(schemaVersion))
 		return err
 	})
+}
+
+// eventsToChunks moves the events table's rows to chunks and drops it.
+func eventsToChunks(ctx context.Context, tx *sql.Tx) error {
+	var c struct {
+		shard, first, last, arrival int64
+		buf                         []byte
+	}
+	flush := func() error {
+		if len(c.buf) == 0 {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO chunks (shard, first_seq, last_seq, arrival_ms, events) VALUES (?, ?, ?, ?, ?)`,
+			c.shard, c.first, c.last, c.arrival, c.buf)
+		c.buf = c.buf[:0]
+		return err
+	}
+	// Pages of rows in (shard, seq) order, each read to its end before the chunks are written.
+	type row struct {
+		shard, seq, arrival int64
+		e                   AppendEvent
+	}
+	var after struct{ shard, seq int64 }
+	after.shard = -1
+	for {
+		rows, err := tx.QueryContext(ctx, `SELECT shard, seq, arrival_ms, partition_key, data FROM events
+			WHERE (shard, seq) > (?, ?) ORDER BY shard, seq LIMIT 10000`, after.shard, after.seq)
+		if err != nil {
+			return err
+		}
+		var page []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.shard, &r.seq, &r.arrival, &r.e.PartitionKey, &r.e.Data); err != nil {
+				rows.Close()
+				return err
+			}
+			page = append(page, r)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, r := range page {
+			if len(c.buf) > 0 && (r.shard != c.shard || r.seq != c.last+1 || r.arrival != c.arrival ||
+				len(c.buf)+encodedLen(&r.e) > ChunkBytes) {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			if len(c.buf) == 0 {
+				c.shard, c.first, c.arrival = r.shard, r.seq, r.arrival
+			}
+			c.buf = appendEncoded(c.buf, &r.e)
+			c.last = r.seq
+		}
+		after.shard, after.seq = page[len(page)-1].shard, page[len(page)-1].seq
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `DROP TABLE events`)
+	return err
 }
 
 // writeTx runs fn in a write transaction (BEGIN IMMEDIATE: other writers wait for it, in this

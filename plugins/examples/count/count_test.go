@@ -7,17 +7,16 @@ import (
 	"testing"
 
 	"github.com/projhost/projhost/plugins/examples/count"
-	"github.com/projhost/projhost/wasmabi"
-	"github.com/projhost/projhost/wasmabi/guest"
+	"github.com/projhost/projhost/sdk/go/guest"
 )
 
 func TestCounts(t *testing.T) {
 	keys := strings.Fields("a b a c a b d a")
 	want := map[string]int{}
-	var evs []wasmabi.Event
+	var evs []guest.Event
 	for i, k := range keys {
 		want[k]++
-		evs = append(evs, wasmabi.Event{Seq: []byte(fmt.Sprint(i + 1)), PartitionKey: []byte(k)})
+		evs = append(evs, guest.Event{Seq: []byte(fmt.Sprint(i + 1)), PartitionKey: []byte(k)})
 	}
 	for _, batch := range []int{1, 3, len(keys)} {
 		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) {
@@ -49,7 +48,7 @@ func TestCountFailures(t *testing.T) {
 		name, stored, key, want string
 	}{
 		{"empty partition key", "", "", "event seq 7 has an empty partition key"},
-		{"corrupt stored document", `{"count":"x"}`, "k", `stored document counts/k has no integer "count"`},
+		{"corrupt stored document", `{"count":"x"}`, "k", `stored document counts/k does not decode: no integer "count"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,7 +56,7 @@ func TestCountFailures(t *testing.T) {
 			if tt.stored != "" {
 				n.Set(count.Collection, tt.key, []byte(tt.stored))
 			}
-			_, err := n.Run("s", []wasmabi.Event{{Seq: []byte("7"), PartitionKey: []byte(tt.key)}})
+			_, err := n.Run("s", []guest.Event{{Seq: []byte("7"), PartitionKey: []byte(tt.key)}})
 			if !errors.Is(err, guest.ErrHandlerFailed) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want ErrHandlerFailed with %q", err, tt.want)
 			}

@@ -12,15 +12,14 @@ import (
 
 	"github.com/projhost/projhost/internal/flightcheck"
 	"github.com/projhost/projhost/plugins/examples/flightdelays"
-	"github.com/projhost/projhost/wasmabi"
-	"github.com/projhost/projhost/wasmabi/guest"
+	"github.com/projhost/projhost/sdk/go/guest"
 )
 
 type flight = flightcheck.Flight
 
 // load reads data/<name> and returns the events (partition key = origin, seq = 1-based index)
 // and the decoded flights.
-func load(tb testing.TB, name string) ([]wasmabi.Event, []flight) {
+func load(tb testing.TB, name string) ([]guest.Event, []flight) {
 	tb.Helper()
 	b, err := os.ReadFile("data/" + name)
 	if err != nil {
@@ -30,13 +29,13 @@ func load(tb testing.TB, name string) ([]wasmabi.Event, []flight) {
 	if err := json.Unmarshal(b, &raws); err != nil {
 		tb.Fatal(err)
 	}
-	evs := make([]wasmabi.Event, len(raws))
+	evs := make([]guest.Event, len(raws))
 	fs := make([]flight, len(raws))
 	for i, r := range raws {
 		if err := json.Unmarshal(r, &fs[i]); err != nil {
 			tb.Fatal(err)
 		}
-		evs[i] = wasmabi.Event{Seq: []byte(fmt.Sprint(i + 1)), PartitionKey: []byte(fs[i].Origin), ArrivalMs: int64(i), Data: r}
+		evs[i] = guest.Event{Seq: []byte(fmt.Sprint(i + 1)), PartitionKey: []byte(fs[i].Origin), ArrivalMs: int64(i), Data: r}
 	}
 	return evs, fs
 }
@@ -56,7 +55,7 @@ func expected(fs []flight) map[string]string {
 	return want
 }
 
-func runAll(tb testing.TB, n *guest.Native, evs []wasmabi.Event, batch int) {
+func runAll(tb testing.TB, n *guest.Native, evs []guest.Event, batch int) {
 	tb.Helper()
 	for i := 0; i < len(evs); i += batch {
 		if _, err := n.Run("shard-0", evs[i:min(i+batch, len(evs))]); err != nil {
@@ -101,7 +100,7 @@ func TestMatchesIndependentComputation(t *testing.T) {
 
 func TestOneEventDocuments(t *testing.T) {
 	n := guest.NewNative(flightdelays.Handler)
-	evs := []wasmabi.Event{
+	evs := []guest.Event{
 		{Seq: []byte("1"), PartitionKey: []byte("DTW"), Data: []byte(`{"date":"2001/01/01 00:47","delay":-3,"distance":1750,"origin":"DTW","destination":"LAS"}`)},
 		{Seq: []byte("2"), PartitionKey: []byte("DTW"), Data: []byte(`{"delay":66,"distance":10,"origin":"DTW","destination":"LAS"}`)},
 		{Seq: []byte("3"), PartitionKey: []byte("DTW"), Data: []byte(`{"delay":15,"distance":5,"origin":"DTW","destination":"SFO"}`)},
@@ -140,7 +139,7 @@ func TestMalformedEventFailsBatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := guest.NewNative(flightdelays.Handler)
-			evs := []wasmabi.Event{
+			evs := []guest.Event{
 				{Seq: []byte("49590338271490256608559692538361571095921575989136588898"), PartitionKey: []byte("A"), Data: []byte(good)},
 				{Seq: []byte("49590338271490256608559692538361571095921575989136588899"), PartitionKey: []byte("A"), Data: []byte(tt.data)},
 			}
@@ -163,7 +162,7 @@ func TestMalformedEventFailsBatch(t *testing.T) {
 func TestCorruptStoredDocumentFailsBatch(t *testing.T) {
 	n := guest.NewNative(flightdelays.Handler)
 	n.Set(flightdelays.Airports, "A", []byte(`{"flights":"x"}`))
-	_, err := n.Run("s", []wasmabi.Event{{Seq: []byte("1"), PartitionKey: []byte("A"), Data: []byte(`{"delay":1,"distance":2,"origin":"A","destination":"B"}`)}})
+	_, err := n.Run("s", []guest.Event{{Seq: []byte("1"), PartitionKey: []byte("A"), Data: []byte(`{"delay":1,"distance":2,"origin":"A","destination":"B"}`)}})
 	if !errors.Is(err, guest.ErrHandlerFailed) || !strings.Contains(err.Error(), "stored document airports/A") {
 		t.Fatalf("err = %v", err)
 	}

@@ -5,7 +5,7 @@ package main
 
 import (
 	"github.com/projhost/projhost/plugins/examples/count"
-	"github.com/projhost/projhost/wasmabi/guest"
+	"github.com/projhost/projhost/sdk/go/guest"
 )
 
 func init() { guest.Handle(count.Handler) }

@@ -512,8 +512,15 @@ func (o *Object) Bytes() []byte { return append(o.buf, '}') }
 const hexDigits = "0123456789abcdef"
 
 func appendQuoted[T string | []byte](dst []byte, s T) []byte {
+	// The plain prefix (usually all of s) in one copy: per-byte appends cost much more in
+	// WebAssembly.
+	i := 0
+	for i < len(s) && plainByte[s[i]] {
+		i++
+	}
 	dst = append(dst, '"')
-	for i := 0; i < len(s); {
+	dst = append(dst, s[:i]...)
+	for i < len(s) {
 		c := s[i]
 		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
 			dst = append(dst, c)

@@ -1,3 +1,5 @@
+//go:build !wasip1
+
 package guest_test
 
 import (
@@ -8,14 +10,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/projhost/projhost/wasmabi"
-	"github.com/projhost/projhost/wasmabi/guest"
+	"github.com/projhost/projhost/sdk/go/guest"
 )
 
-func events(keys ...string) []wasmabi.Event {
-	evs := make([]wasmabi.Event, len(keys))
+func events(keys ...string) []guest.Event {
+	evs := make([]guest.Event, len(keys))
 	for i, k := range keys {
-		evs[i] = wasmabi.Event{Seq: []byte(fmt.Sprint(100 + i)), PartitionKey: []byte(k), ArrivalMs: int64(1000 + i), Data: []byte(`{"n":` + fmt.Sprint(i) + `}`)}
+		evs[i] = guest.Event{Seq: []byte(fmt.Sprint(100 + i)), PartitionKey: []byte(k), ArrivalMs: int64(1000 + i), Data: []byte(`{"n":` + fmt.Sprint(i) + `}`)}
 	}
 	return evs
 }
@@ -28,11 +29,11 @@ func strDoc(v string) []byte {
 
 type mut struct{ op, coll, key, doc string }
 
-func muts(ms []wasmabi.Mutation) []mut {
+func muts(ms []guest.Mutation) []mut {
 	var out []mut
 	for _, m := range ms {
 		op := "put"
-		if m.Op == wasmabi.OpDelete {
+		if m.Op == guest.OpDelete {
 			op = "del"
 		}
 		out = append(out, mut{op, string(m.Collection), string(m.Key), string(m.Doc)})
@@ -40,15 +41,42 @@ func muts(ms []wasmabi.Mutation) []mut {
 	return out
 }
 
+// batchCase is a handler run natively over one batch: the read model it starts from, and the
+// mutations it must emit or the failure it must end with.
+type batchCase struct {
+	name    string
+	seed    map[string]string // "coll/key" -> doc
+	h       guest.Handler
+	want    []mut
+	wantErr string
+}
+
+// run runs the case over a batch of events with keys.
+func (tt batchCase) run(t *testing.T, shard string, keys ...string) {
+	t.Helper()
+	n := guest.NewNative(tt.h)
+	for ck, d := range tt.seed {
+		c, k, _ := strings.Cut(ck, "/")
+		n.Set(c, k, []byte(d))
+	}
+	ms, err := n.Run(shard, events(keys...))
+	if tt.wantErr != "" {
+		if !errors.Is(err, guest.ErrHandlerFailed) || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Fatalf("err = %v, want ErrHandlerFailed containing %q", err, tt.wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := muts(ms); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+		t.Fatalf("mutations\n got %v\nwant %v", got, tt.want)
+	}
+}
+
 func TestNativeBatch(t *testing.T) {
 	big := `{"x":"` + strings.Repeat("a", 10000) + `"}`
-	tests := []struct {
-		name    string
-		seed    map[string]string // "coll/key" -> doc
-		h       guest.Handler
-		want    []mut
-		wantErr string
-	}{
+	tests := []batchCase{
 		{
 			name: "events are decoded in order with shard id",
 			h: func(b *guest.Batch) error {
@@ -157,27 +185,7 @@ func TestNativeBatch(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			n := guest.NewNative(tt.h)
-			for ck, d := range tt.seed {
-				c, k, _ := strings.Cut(ck, "/")
-				n.Set(c, k, []byte(d))
-			}
-			ms, err := n.Run("shard-7", events("a", "b", "c"))
-			if tt.wantErr != "" {
-				if !errors.Is(err, guest.ErrHandlerFailed) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want ErrHandlerFailed containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := muts(ms)
-			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
-				t.Fatalf("mutations\n got %v\nwant %v", got, tt.want)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { tt.run(t, "shard-7", "a", "b", "c") })
 	}
 }
 
@@ -216,7 +224,7 @@ func TestNativeAppliesAndReusesState(t *testing.T) {
 	fail.Set("counts", "a", []byte(`{"count":1}`))
 	bad := events("a")
 	bad[0].Seq = nil
-	if _, err := fail.Run("s", bad); !errors.Is(err, wasmabi.ErrMalformed) {
+	if _, err := fail.Run("s", bad); !errors.Is(err, guest.ErrMalformed) {
 		t.Fatalf("empty seq: err = %v, want ErrMalformed", err)
 	}
 	if d, _ := fail.Get("counts", "a"); string(d) != `{"count":1}` {
@@ -286,5 +294,57 @@ func TestBatchZeroAllocSteadyState(t *testing.T) {
 	allocs := testing.AllocsPerRun(50, func() { n.Run("s", evs) })
 	if allocs != 0 {
 		t.Fatalf("%.0f allocations per batch in steady state, want 0", allocs)
+	}
+}
+
+// TestBatchManyKeys: thousands of keys, the same key bytes in several collections, batches of
+// very different sizes on one Native (a large key index, then a small batch in it): every Read
+// finds the batch's own write of exactly that collection/key, and a batch starts from the read
+// model (nothing of the previous batch's keys is found in the batch itself).
+func TestBatchManyKeys(t *testing.T) {
+	colls := []string{"a", "b", "c"}
+	keys := func(n int) []string {
+		ks := make([]string, n)
+		for i := range ks {
+			ks[i] = fmt.Sprintf("k%d", i*7919%n) // a permutation of k0..k(n-1) (7919 is prime)
+		}
+		return ks
+	}
+	stored := map[string]int{} // collection/key -> the batch that wrote it last
+	batch, n := 0, 0
+	doc := func(batch int, c, k string) string { return string(strDoc(fmt.Sprintf("%d %s/%s", batch, c, k))) }
+	nat := guest.NewNative(func(b *guest.Batch) error {
+		for _, c := range colls {
+			for _, k := range keys(n) {
+				d, ok := b.Read(c, []byte(k))
+				if w, was := stored[c+"/"+k]; ok != was || (ok && string(d) != doc(w, c, k)) {
+					return fmt.Errorf("batch %d: %s/%s = %s %v before the batch wrote it, want batch %d's", batch, c, k, d, ok, w)
+				}
+				b.Put(c, []byte(k), []byte(doc(batch, c, k)))
+			}
+		}
+		for _, c := range colls {
+			for _, k := range keys(n) {
+				if d, _ := b.Read(c, []byte(k)); string(d) != doc(batch, c, k) {
+					return fmt.Errorf("batch %d: read back %s/%s = %s", batch, c, k, d)
+				}
+			}
+		}
+		return nil
+	})
+	for _, n = range []int{3000, 10, 500, 10} {
+		ms, err := nat.Run("s", events("a"))
+		if err != nil {
+			t.Fatalf("%d keys: %v", n, err)
+		}
+		if len(ms) != n*len(colls) {
+			t.Fatalf("%d keys: %d mutations, want %d", n, len(ms), n*len(colls))
+		}
+		for _, c := range colls {
+			for _, k := range keys(n) {
+				stored[c+"/"+k] = batch
+			}
+		}
+		batch++
 	}
 }

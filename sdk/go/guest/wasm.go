@@ -5,7 +5,7 @@ package guest
 import (
 	"unsafe"
 
-	"github.com/projhost/projhost/wasmabi"
+	"github.com/projhost/projhost/sdk/go/internal/abi"
 )
 
 // The instance's single handler and batch state: the host never enters an instance concurrently.
@@ -32,8 +32,8 @@ func hostRead(collPtr unsafe.Pointer, collLen uint32, keyPtr unsafe.Pointer, key
 type wasmHost struct{}
 
 func (wasmHost) log(level Level, msg string) {
-	if len(msg) > wasmabi.MaxMessageLen {
-		msg = msg[:wasmabi.MaxMessageLen]
+	if len(msg) > abi.MaxMessageLen {
+		msg = msg[:abi.MaxMessageLen]
 	}
 	hostLog(int32(level), unsafe.Pointer(unsafe.StringData(msg)), uint32(len(msg)))
 }
@@ -45,8 +45,8 @@ func (wasmHost) read(collection string, key []byte, buf []byte) int32 {
 }
 
 func fail(msg string) {
-	if len(msg) > wasmabi.MaxMessageLen {
-		msg = msg[:wasmabi.MaxMessageLen]
+	if len(msg) > abi.MaxMessageLen {
+		msg = msg[:abi.MaxMessageLen]
 	}
 	hostFail(unsafe.Pointer(unsafe.StringData(msg)), uint32(len(msg)))
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/projhost/projhost/wasmabi/guest"
+	"github.com/projhost/projhost/sdk/go/guest"
 )
 
 const flight = `{"date":"2001/01/01 00:47","delay":66,"distance":1750,"origin":"DTW","destination":"LAS"}`
@@ -369,4 +369,43 @@ func TestJSONFields(t *testing.T) {
 		}
 	}()
 	guest.NewJSONFields("a", "a")
+}
+
+// flightEvent is a flights-20k record, the event data of the flightdelays example.
+var flightEvent = []byte(`{"date":"2001/01/01 00:47","delay":66,"distance":1750,"origin":"DTW","destination":"LAS"}`)
+
+// BenchmarkJSONFieldsScan reads the four fields flightdelays reads.
+func BenchmarkJSONFieldsScan(b *testing.B) {
+	f := guest.NewJSONFields("delay", "distance", "origin", "destination")
+	b.SetBytes(int64(len(flightEvent)))
+	for b.Loop() {
+		f.Scan(flightEvent)
+		if _, ok := f.Int(0); !ok {
+			b.Fatal("no delay")
+		}
+	}
+}
+
+// BenchmarkJSONIntDecode decodes a four-field document with one JSONInt per field, as the
+// examples' Decode methods do.
+func BenchmarkJSONIntDecode(b *testing.B) {
+	doc := []byte(`{"flights":1234,"delayed":321,"total_delay":45678,"max_delay":987}`)
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		for _, k := range []string{"flights", "delayed", "total_delay", "max_delay"} {
+			if _, ok := guest.JSONInt(doc, k); !ok {
+				b.Fatal(k)
+			}
+		}
+	}
+}
+
+// BenchmarkObject encodes a four-field document.
+func BenchmarkObject(b *testing.B) {
+	var buf []byte
+	for b.Loop() {
+		o := guest.NewObject(buf[:0])
+		o.Int("flights", 1234).Int("delayed", 321).Int("total_delay", 45678).Int("max_delay", 987)
+		buf = o.Bytes()
+	}
 }

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/projhost/projhost/wasmabi"
+	"github.com/projhost/projhost/sdk/go/internal/abi"
 )
 
 // ErrHandlerFailed is wrapped by the error Native.Run returns when the handler failed the batch
@@ -46,7 +46,7 @@ type Native struct {
 	store    map[string]map[string]*[]byte // collection -> key -> doc
 	batch    Batch
 	enc      []byte
-	muts     []wasmabi.Mutation
+	muts     []Mutation
 }
 
 // NewNative returns a Native running h (nil: the handler registered with Handle) over an empty
@@ -65,19 +65,31 @@ func NewNative(h Handler, opts ...NativeOption) *Native {
 
 // Run hands events, all from shardID, to the handler as one batch and applies its output to the
 // read model. It returns the mutations the handler emitted, which alias internal buffers valid
-// until the next Run. Errors: ErrHandlerFailed (wrapped, with the handler's message) when the
-// batch failed, in which case nothing is applied; wasmabi.ErrMalformed (wrapped) when the events
-// break an ABI limit or the output is malformed.
-func (n *Native) Run(shardID string, events []wasmabi.Event) ([]wasmabi.Mutation, error) {
+// until the next Run or RunBatch. Errors: ErrHandlerFailed (wrapped, with the handler's message)
+// when the batch failed, in which case nothing is applied; ErrMalformed (wrapped) when the events
+// break an ABI limit (e.g. an empty sequence number) or the output is malformed.
+func (n *Native) Run(shardID string, events []Event) ([]Mutation, error) {
 	var err error
-	n.enc, err = wasmabi.AppendBatch(n.enc[:0], shardID, events)
+	n.enc, err = abi.AppendBatch(n.enc[:0], shardID, events)
 	if err != nil {
 		return nil, fmt.Errorf("guest: encode batch: %w", err)
 	}
-	out, msg := n.batch.run(n.h, n.enc)
+	if _, err := n.RunBatch(n.enc); err != nil {
+		return nil, err
+	}
+	return n.muts, nil
+}
+
+// RunBatch is projhost_handle without WebAssembly: it hands batch, encoded as the host encodes
+// it (ABI.md §2), to the handler, applies the output to the read model and returns the output
+// encoded as the host receives it (ABI.md §4; nil when there are no mutations), valid until the
+// next Run or RunBatch. Errors as Run's; a malformed batch fails as in WebAssembly, with
+// ErrHandlerFailed and a message starting "guest: cannot decode batch".
+func (n *Native) RunBatch(batch []byte) ([]byte, error) {
+	out, msg := n.batch.run(n.h, batch)
 	if msg != "" {
-		if len(msg) > wasmabi.MaxMessageLen {
-			msg = msg[:wasmabi.MaxMessageLen]
+		if len(msg) > abi.MaxMessageLen {
+			msg = msg[:abi.MaxMessageLen]
 		}
 		return nil, fmt.Errorf("%w: %s", ErrHandlerFailed, msg)
 	}
@@ -86,7 +98,7 @@ func (n *Native) Run(shardID string, events []wasmabi.Event) ([]wasmabi.Mutation
 	if n.validate {
 		valid = validObject
 	}
-	err = wasmabi.DecodeOutput(out, valid, func(m wasmabi.Mutation) error {
+	err := abi.DecodeOutput(out, valid, func(m Mutation) error {
 		n.muts = append(n.muts, m)
 		return nil
 	})
@@ -94,13 +106,13 @@ func (n *Native) Run(shardID string, events []wasmabi.Event) ([]wasmabi.Mutation
 		return nil, fmt.Errorf("guest: handler output: %w", err)
 	}
 	for _, m := range n.muts {
-		if m.Op == wasmabi.OpPut {
+		if m.Op == abi.OpPut {
 			n.put(m.Collection, m.Key, m.Doc)
 		} else if c := n.store[string(m.Collection)]; c != nil {
 			delete(c, string(m.Key))
 		}
 	}
-	return n.muts, nil
+	return out, nil
 }
 
 func validObject(doc []byte) error {
@@ -152,8 +164,8 @@ func (n *Native) Collection(collection string) map[string][]byte {
 type nativeHost struct{ n *Native }
 
 func (h nativeHost) log(level Level, msg string) {
-	if len(msg) > wasmabi.MaxMessageLen {
-		msg = msg[:wasmabi.MaxMessageLen]
+	if len(msg) > abi.MaxMessageLen {
+		msg = msg[:abi.MaxMessageLen]
 	}
 	l := slog.LevelInfo
 	switch level {

@@ -1,0 +1,3 @@
+module github.com/projhost/projhost/sdk/go
+
+go 1.24

@@ -1,0 +1,483 @@
+// Package guest is the Go SDK for projhost projection handlers compiled to WebAssembly
+// (ABI v1, wasmabi/ABI.md in the projhost repository). It is its own module,
+// github.com/projhost/projhost/sdk/go, with no dependency outside the standard library, so a
+// handler's go.mod pulls in nothing of the host.
+//
+// A handler is a package main that registers one function and is built as a WASI reactor:
+//
+//	package main
+//
+//	import (
+//		"errors"
+//		"fmt"
+//
+//		"github.com/projhost/projhost/sdk/go/guest"
+//	)
+//
+//	// Total is the document totals/<partition key>: {"n":N}.
+//	type Total struct{ N int64 }
+//
+//	func (t *Total) Decode(doc []byte) error {
+//		var ok bool
+//		if t.N, ok = guest.JSONInt(doc, "n"); !ok {
+//			return errors.New(`no integer "n"`)
+//		}
+//		return nil
+//	}
+//
+//	func (t *Total) Append(dst []byte) []byte {
+//		o := guest.NewObject(dst)
+//		o.Int("n", t.N)
+//		return o.Bytes()
+//	}
+//
+//	var totals = guest.NewState("totals", (*Total).Decode, (*Total).Append)
+//
+//	func init() {
+//		guest.Handle(func(b *guest.Batch) error {
+//			for b.Next() {
+//				ev := b.Event()
+//				amount, ok := guest.JSONInt(ev.Data, "amount")
+//				if !ok {
+//					return fmt.Errorf("event seq %s: no integer amount", ev.Seq)
+//				}
+//				t, _ := totals.Get(b, ev.PartitionKey)
+//				t.N += amount
+//			}
+//			return nil
+//		})
+//	}
+//
+//	func main() {}
+//
+// built with either toolchain:
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o handler.wasm .
+//	tinygo build -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -o handler.wasm .
+//
+// The package implements the ABI exports (projhost_abi_v1, projhost_alloc, projhost_handle) and
+// calls the host imports (projhost.log, projhost.fail, projhost.read) when built for wasip1. Built
+// for any other target it compiles against an in-process fake host (Native) so the same handler
+// code can be unit-tested and benchmarked natively.
+//
+// # Two ways to keep documents
+//
+// State (see NewState) is the way to write a handler that aggregates: each document a batch
+// touches is read and decoded into a Go value once, at its first State.Get in the batch, changed
+// by plain Go code on every event, and encoded and written once when the handler returns, in the
+// order the batch first touched the documents. Per-batch storage is reused from batch to batch,
+// so a handler written this way allocates nothing per event once its batches stop growing.
+//
+// Batch.Read, Batch.Put and Batch.Delete work on JSON bytes, one call per document access.
+// Put and Delete go into a per-batch cache keyed by collection/key; only the final value of each
+// key is emitted, in the order keys were first touched. Read consults the cache first
+// (read-your-writes, ABI.md §5) and asks the host only for keys the batch has not seen yet.
+//
+// # Failures
+//
+// A handler returning a non-nil error fails the batch through the host's fail import (ABI.md
+// §6): the host discards the batch's output and keeps the instance. Misuse (an invalid
+// collection name or key, a document that is not a JSON object or is too large, a stored
+// document a State cannot decode) is recorded and fails the batch when the handler returns;
+// Batch.Err reports it earlier. A panic is not recovered: in WebAssembly it exits the instance,
+// which the host then discards.
+//
+// The handler is never called concurrently (one instance per shard); nothing in this package is
+// safe for concurrent use.
+package guest
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/projhost/projhost/sdk/go/internal/abi"
+)
+
+// Event is one stream record: Seq (the decimal sequence number), PartitionKey, ArrivalMs (the
+// approximate arrival time in ms since the Unix epoch, 0 when unknown) and Data (the record's
+// payload, for the examples a JSON object). When a Batch hands it out, its byte slices alias the
+// batch buffer and are valid only until the handler returns; copy what must outlive the batch.
+type Event = abi.Event
+
+// Mutation is one read-model write of a handler's output, as Native.Run returns it: Op (OpPut
+// or OpDelete), Collection, Key and, for OpPut, Doc.
+type Mutation = abi.Mutation
+
+// Mutation ops.
+const (
+	OpPut    = abi.OpPut
+	OpDelete = abi.OpDelete
+)
+
+// ErrMalformed is wrapped by the errors about encodings that break ABI v1: events over a limit
+// given to Native.Run, a malformed batch given to Native.Handle, malformed output.
+var ErrMalformed = abi.ErrMalformed
+
+// Handler processes one batch. A non-nil error fails the whole batch (none of its Puts and
+// Deletes are applied); its message is passed to the host, at most 4096 bytes of it.
+type Handler func(b *Batch) error
+
+// Level is a log level of Batch.Log.
+type Level int32
+
+// Log levels (ABI.md §1, the log import).
+const (
+	LevelDebug Level = abi.LevelDebug
+	LevelInfo  Level = abi.LevelInfo
+	LevelWarn  Level = abi.LevelWarn
+	LevelError Level = abi.LevelError
+)
+
+// host is what a batch needs from its host: the three ABI imports.
+type host interface {
+	log(level Level, msg string)
+	// read implements the read import: it returns -1 when there is no document, else the
+	// document's length n, written into buf only when n <= len(buf).
+	read(collection string, key []byte, buf []byte) int32
+}
+
+// initialReadBuf is the first size in bytes of the buffer passed to the read import; it grows to
+// the largest document read.
+const initialReadBuf = 4096
+
+// entry states.
+const (
+	stateAbsent  = iota // known not to exist (read -1, or deleted)
+	statePresent        // doc holds the document
+)
+
+// entry is one document the batch touched.
+type entry struct {
+	key   string // aliases Batch.arena
+	coll  int32  // index in Batch.colls
+	hash  uint32 // hashKey(coll, key)
+	pos   int32  // its slot in Batch.index
+	owner int32  // 1 + index in Batch.states of the State holding it; 0: none
+	slot  int32  // the owner's value slot
+	state uint8
+	dirty bool // written by this batch (Put or Delete, or held by a State)
+	doc   []byte
+}
+
+// maxScanColls is the number of collections looked up by scanning Batch.colls; beyond, a map.
+const maxScanColls = 8
+
+// batchGen numbers the batches of every Batch of the process, so that a State can tell a new
+// batch from the one it holds values of.
+var batchGen uint64
+
+// Batch is one call's worth of events and the handler's view of the read model. It is valid only
+// during the Handler call that received it.
+type Batch struct {
+	r   abi.BatchReader
+	ev  Event
+	h   host
+	err error // first misuse; fails the batch
+	gen uint64
+
+	colls    []string // every collection name seen by this Batch, kept across batches
+	collIdx  map[string]int32
+	lastColl int32
+	index    keyIndex // (collection, key) -> entries index, for this batch
+	last     int32    // entries index of the last lookup, -1: none
+
+	entries []entry
+	arena   []byte    // backing bytes of entry keys for this batch
+	readBuf []byte    // scratch for the read import, grown on demand
+	states  []flusher // States holding values of this batch, in the order of their first Get
+	out     abi.OutputWriter
+}
+
+// flusher is a State seen by the batch: it writes its values into their entries at the end.
+type flusher interface{ flush(b *Batch) }
+
+// ShardID returns the shard all events of the batch came from (aliases the batch buffer).
+func (b *Batch) ShardID() []byte { return b.r.ShardID() }
+
+// Len returns the number of events in the batch.
+func (b *Batch) Len() int { return b.r.Len() }
+
+// Next advances to the next event and reports whether there is one. A malformed batch stops the
+// iteration early and fails the batch after the handler returns.
+func (b *Batch) Next() bool { return b.r.Next(&b.ev) }
+
+// Event returns the current event (after Next returned true). The pointer and the slices in it
+// are reused by the next call to Next.
+func (b *Batch) Event() *Event { return &b.ev }
+
+// Log writes msg to the host log at level (messages over 4096 bytes are truncated by the host).
+func (b *Batch) Log(level Level, msg string) { b.h.log(level, msg) }
+
+// Err returns the first misuse recorded in this batch (an invalid collection name or key, a
+// document that is not a JSON object or is too large, a stored document a State could not
+// decode, a host read that returned an invalid length), or nil. Such a batch fails when the
+// handler returns, whatever the handler returns; a handler may check Err to stop early.
+func (b *Batch) Err() error { return b.err }
+
+// Put sets the document of collection/key to doc, which must be one JSON object of at most
+// 256 KiB. Collection names are 1..255 bytes of [A-Za-z0-9_.-]; keys 1..1024 bytes of UTF-8
+// without NUL. doc and key are copied: the caller may reuse them at once. An invalid name, key or
+// document fails the batch when the handler returns. A key a State holds in this batch is
+// written with the State's value at the end of the batch: the State's value wins.
+func (b *Batch) Put(collection string, key []byte, doc []byte) {
+	e := b.entry(collection, key)
+	if e == nil {
+		return
+	}
+	if !b.checkDoc(collection, key, doc) {
+		return
+	}
+	e.doc = append(e.doc[:0], doc...)
+	e.state = statePresent
+	e.dirty = true
+}
+
+// checkDoc reports whether doc is acceptable as a put document, recording the error if not.
+func (b *Batch) checkDoc(collection string, key []byte, doc []byte) bool {
+	if len(doc) > abi.MaxDocLen {
+		b.setErr(fmt.Errorf("guest: Put %s/%s: document of %d bytes exceeds %d", collection, key, len(doc), abi.MaxDocLen))
+		return false
+	}
+	if len(doc) < 2 || doc[0] != '{' || doc[len(doc)-1] != '}' {
+		b.setErr(fmt.Errorf("guest: Put %s/%s: document is not a JSON object (want {...})", collection, key))
+		return false
+	}
+	return true
+}
+
+// Delete removes the document of collection/key (a no-op for the read model when there is none).
+func (b *Batch) Delete(collection string, key []byte) {
+	e := b.entry(collection, key)
+	if e == nil {
+		return
+	}
+	e.doc = e.doc[:0]
+	e.state = stateAbsent
+	e.dirty = true
+}
+
+// Read returns the current document of collection/key and whether there is one: this batch's own
+// latest Put or Delete of it if any, otherwise the host's read model (asked once per key and
+// batch). The returned slice is valid until the next Put or Delete of the same key or the end of
+// the batch; do not modify it. For a key a State holds, Read returns the document as it was
+// before the State took it, not the State's value.
+func (b *Batch) Read(collection string, key []byte) ([]byte, bool) {
+	ci := b.collIndex(collection)
+	if ci < 0 {
+		return nil, false
+	}
+	i, h := b.find(ci, key)
+	if i < 0 {
+		if i = b.load(ci, key, h); i < 0 {
+			return nil, false
+		}
+	}
+	e := &b.entries[i]
+	return e.doc, e.state == statePresent
+}
+
+func (b *Batch) setErr(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+// collIndex returns the index of collection in b.colls, adding it; -1 when the name is invalid
+// (the batch then fails).
+func (b *Batch) collIndex(name string) int32 {
+	if int(b.lastColl) < len(b.colls) && sameString(b.colls[b.lastColl], name) {
+		return b.lastColl
+	}
+	ci := int32(-1)
+	if b.collIdx != nil {
+		if i, ok := b.collIdx[name]; ok {
+			ci = i
+		}
+	} else {
+		for i := range b.colls {
+			if sameString(b.colls[i], name) {
+				ci = int32(i)
+				break
+			}
+		}
+	}
+	if ci < 0 {
+		if !abi.ValidCollection(name) {
+			b.setErr(fmt.Errorf("guest: invalid collection name %q: want 1..%d bytes of [A-Za-z0-9_.-]", name, abi.MaxCollectionLen))
+			return -1
+		}
+		ci = int32(len(b.colls))
+		b.colls = append(b.colls, name)
+		if b.collIdx == nil && len(b.colls) > maxScanColls {
+			b.collIdx = make(map[string]int32, len(b.colls))
+			for i, c := range b.colls {
+				b.collIdx[c] = int32(i)
+			}
+		} else if b.collIdx != nil {
+			b.collIdx[name] = ci
+		}
+	}
+	b.lastColl = ci
+	return ci
+}
+
+// sameString reports a == b, comparing the data pointers first: collection names are usually
+// the same constant on every call.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
+}
+
+// find returns the entries index of key in collection ci, or -1 when the batch has not touched
+// it, and the key's hash.
+func (b *Batch) find(ci int32, key []byte) (int32, uint32) {
+	if b.last >= 0 {
+		if e := &b.entries[b.last]; e.coll == ci && e.key == string(key) {
+			return b.last, e.hash
+		}
+	}
+	h := hashKey(ci, key)
+	if len(b.index.slots) == 0 {
+		return -1, h
+	}
+	mask := uint32(len(b.index.slots) - 1)
+	for p := h & mask; ; p = (p + 1) & mask {
+		s := b.index.slots[p]
+		if s == 0 {
+			return -1, h
+		}
+		if e := &b.entries[s-1]; e.hash == h && e.coll == ci && e.key == string(key) {
+			b.last = s - 1
+			return s - 1, h
+		}
+	}
+}
+
+// entry returns the cache entry of collection/key, creating it (absent, clean) when there is
+// none; nil when collection or key is invalid (the batch then fails).
+func (b *Batch) entry(collection string, key []byte) *entry {
+	ci := b.collIndex(collection)
+	if ci < 0 {
+		return nil
+	}
+	i, h := b.find(ci, key)
+	if i < 0 {
+		if !b.checkKey(ci, key) {
+			return nil
+		}
+		i = b.add(ci, key, h)
+	}
+	return &b.entries[i]
+}
+
+func (b *Batch) checkKey(ci int32, key []byte) bool {
+	if !abi.ValidDocKey(key) {
+		b.setErr(fmt.Errorf("guest: collection %s: invalid key %q: want 1..%d bytes of UTF-8 without NUL", b.colls[ci], key, abi.MaxDocKeyLen))
+		return false
+	}
+	return true
+}
+
+// load validates key, reads the document of collection ci / key from the host and returns the
+// index of its new entry (clean); -1 when the key is invalid (the batch then fails). The key must
+// not be in the batch yet.
+func (b *Batch) load(ci int32, key []byte, h uint32) int32 {
+	if !b.checkKey(ci, key) {
+		return -1
+	}
+	if b.readBuf == nil {
+		b.readBuf = make([]byte, initialReadBuf)
+	}
+	coll := b.colls[ci]
+	n := b.h.read(coll, key, b.readBuf)
+	if n > int32(len(b.readBuf)) {
+		b.readBuf = make([]byte, n)
+		n = b.h.read(coll, key, b.readBuf)
+	}
+	i := b.add(ci, key, h)
+	e := &b.entries[i]
+	switch {
+	case n < -1 || n > int32(len(b.readBuf)):
+		b.setErr(fmt.Errorf("guest: Read %s/%s: host returned invalid length %d", coll, key, n))
+	case n >= 0:
+		e.doc = append(e.doc[:0], b.readBuf[:n]...)
+		e.state = statePresent
+	}
+	return i
+}
+
+// add creates the entry (absent, clean) of key in collection ci, whose hash is h; it must not be
+// in the batch.
+func (b *Batch) add(ci int32, key []byte, h uint32) int32 {
+	// Copy the key bytes to the arena. When append reallocates, strings already in the indexes
+	// keep pointing at the old array, which stays alive through them.
+	start := len(b.arena)
+	b.arena = append(b.arena, key...)
+	k := unsafe.String(unsafe.SliceData(b.arena[start:]), len(key))
+	n := len(b.entries)
+	if n < cap(b.entries) {
+		b.entries = b.entries[:n+1] // reuse the doc buffer of a previous batch's entry
+	} else {
+		b.entries = append(b.entries, entry{})
+	}
+	e := &b.entries[n]
+	e.key, e.coll, e.hash, e.owner, e.slot, e.doc, e.state, e.dirty = k, ci, h, 0, 0, e.doc[:0], stateAbsent, false
+	b.index.insert(b.entries, int32(n))
+	b.last = int32(n)
+	return int32(n)
+}
+
+// reset prepares b for the next batch.
+func (b *Batch) reset() {
+	batchGen++
+	b.gen = batchGen
+	b.index.reset(b.entries)
+	b.entries = b.entries[:0]
+	b.arena = b.arena[:0]
+	clear(b.states)
+	b.states = b.states[:0]
+	b.last = -1
+	b.err = nil
+	b.ev = Event{}
+}
+
+// run decodes batch, calls h and returns the encoded output, or a failure message for the fail
+// import. The output aliases b's buffers until the next run.
+func (b *Batch) run(h Handler, batch []byte) (out []byte, failMsg string) {
+	b.reset()
+	r, err := abi.NewBatchReader(batch)
+	if err != nil {
+		return nil, fmt.Sprintf("guest: cannot decode batch: %v", err)
+	}
+	b.r = r
+	if h == nil {
+		return nil, "guest: no handler registered: call guest.Handle in an init function"
+	}
+	if err := h(b); err != nil {
+		return nil, err.Error()
+	}
+	if err := b.r.Err(); err != nil {
+		return nil, fmt.Sprintf("guest: cannot decode batch: %v", err)
+	}
+	for _, s := range b.states {
+		s.flush(b)
+	}
+	if b.err != nil {
+		return nil, b.err.Error()
+	}
+	b.out.Reset()
+	for i := range b.entries {
+		e := &b.entries[i]
+		if !e.dirty {
+			continue
+		}
+		if e.state == statePresent {
+			b.out.Put(b.colls[e.coll], e.key, e.doc)
+		} else {
+			b.out.Delete(b.colls[e.coll], e.key)
+		}
+	}
+	if b.out.Count() == 0 {
+		return nil, ""
+	}
+	return b.out.Buf, ""
+}
