@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -27,59 +26,22 @@ func TestREADMEAssemblyScriptHandlerOutsideRepo(t *testing.T) {
 		t.Skip("npm is not installed")
 	}
 	root := testwasm.RepoRoot(t)
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sec, ok := strings.Cut(string(readme), "\n### Building an AssemblyScript handler outside this repository\n")
-	if !ok {
-		t.Fatal("README has no section \"Building an AssemblyScript handler outside this repository\"")
-	}
-	sec, _, _ = strings.Cut(sec, "\n### ")
-	blocks := regexp.MustCompile("(?s)```(sh|ts)\n(.*?)```").FindAllStringSubmatch(sec, -1)
-	if len(blocks) != 3 || blocks[0][1] != "sh" || blocks[1][1] != "ts" || blocks[2][1] != "sh" {
-		t.Fatalf("want the blocks sh, ts, sh in the section; found %d", len(blocks))
-	}
-	setup, indexTS, build := blocks[0][2], blocks[1][2], blocks[2][2]
-	var want []string
-	for _, l := range strings.Split(build, "\n") {
-		if s, ok := strings.CutPrefix(l, "# {"); ok {
-			want = append(want, "{"+s)
-		}
-	}
-	if len(want) == 0 {
-		t.Fatal("the build block shows no read model")
-	}
+	blocks := readmeBlocks(t, root, "Building an AssemblyScript handler outside this repository", "", "sh", "ts", "sh")
+	setup, indexTS, build := blocks[0], blocks[1], blocks[2]
+	want := shownReadModel(t, build)
 
 	npmCache, err := exec.Command("npm", "config", "get", "cache").Output()
 	if err != nil {
 		t.Fatalf("npm config get cache: %v", err)
 	}
-	home, bin, work := t.TempDir(), t.TempDir(), t.TempDir()
-	if err := os.Symlink(root, filepath.Join(home, "projhost")); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("go", "build", "-o", filepath.Join(bin, "projhost"), "./cmd/projhost")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building projhost: %v\n%s", err, out)
-	}
+	home, bin := newUser(t, root)
+	work := t.TempDir()
 	env := []string{
 		"HOME=" + home, "PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"),
 		"npm_config_cache=" + strings.TrimSpace(string(npmCache)), "npm_config_prefer_offline=true",
 		"npm_config_audit=false", "npm_config_fund=false", "npm_config_update_notifier=false",
 	}
-	run := func(script string) (string, error) {
-		t.Helper()
-		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
-		cmd.Dir, cmd.Env = work, env
-		var out, errw bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errw
-		if err := cmd.Run(); err != nil {
-			return out.String(), &scriptError{err, script, out.String(), errw.String()}
-		}
-		return out.String(), nil
-	}
+	run := func(script string) (string, error) { return runScript(work, env, script) }
 
 	if _, err := run(setup); err != nil {
 		offline := strings.Contains(err.Error(), "ENOTCACHED") || strings.Contains(err.Error(), "EAI_AGAIN") || strings.Contains(err.Error(), "ENOTFOUND")
@@ -109,13 +71,4 @@ func TestREADMEAssemblyScriptHandlerOutsideRepo(t *testing.T) {
 			t.Errorf("package.json lacks %s:\n%s", w, pkg)
 		}
 	}
-}
-
-type scriptError struct {
-	err                 error
-	script, out, stderr string
-}
-
-func (e *scriptError) Error() string {
-	return e.err.Error() + "\nscript:\n" + e.script + "\nstdout:\n" + e.out + "\nstderr:\n" + e.stderr
 }

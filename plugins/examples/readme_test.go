@@ -1,7 +1,6 @@
 package examples_test
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,29 +23,9 @@ func TestREADMEGoHandlerOutsideRepo(t *testing.T) {
 		t.Skip("builds projhost and a handler (-short)")
 	}
 	root := testwasm.RepoRoot(t)
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sec, ok := strings.Cut(string(readme), "\n### Building a Go handler outside this repository\n")
-	if !ok {
-		t.Fatal("README has no section \"Building a Go handler outside this repository\"")
-	}
-	sec, _, _ = strings.Cut(sec, "\n**One rule")
-	blocks := regexp.MustCompile("(?s)```(sh|go)\n(.*?)```").FindAllStringSubmatch(sec, -1)
-	if len(blocks) != 3 || blocks[0][1] != "sh" || blocks[1][1] != "go" || blocks[2][1] != "sh" {
-		t.Fatalf("want the blocks sh, go, sh in the section; found %d", len(blocks))
-	}
-	setup, mainGo, build := blocks[0][2], blocks[1][2], blocks[2][2]
-	var want []string
-	for _, l := range strings.Split(build, "\n") {
-		if s, ok := strings.CutPrefix(l, "# {"); ok {
-			want = append(want, "{"+s)
-		}
-	}
-	if len(want) == 0 {
-		t.Fatal("the build block shows no read model")
-	}
+	blocks := readmeBlocks(t, root, "Building a Go handler outside this repository", "\n**One rule", "sh", "go", "sh")
+	setup, mainGo, build := blocks[0], blocks[1], blocks[2]
+	want := shownReadModel(t, build)
 
 	goEnv := func(name string) string {
 		out, err := exec.Command("go", "env", name).Output()
@@ -55,15 +34,8 @@ func TestREADMEGoHandlerOutsideRepo(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	home, bin, work := t.TempDir(), t.TempDir(), t.TempDir()
-	if err := os.Symlink(root, filepath.Join(home, "projhost")); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("go", "build", "-o", filepath.Join(bin, "projhost"), "./cmd/projhost")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building projhost: %v\n%s", err, out)
-	}
+	home, bin := newUser(t, root)
+	work := t.TempDir()
 	path := bin + string(os.PathListSeparator) + os.Getenv("PATH")
 	tinygo := testwasm.TinyGoInstalled(t)
 	if tinygo {
@@ -85,14 +57,11 @@ func TestREADMEGoHandlerOutsideRepo(t *testing.T) {
 	}
 	run := func(script string) string {
 		t.Helper()
-		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
-		cmd.Dir, cmd.Env = work, env
-		var out, errw bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errw
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("%v\nscript:\n%s\nstdout:\n%s\nstderr:\n%s", err, script, out.Bytes(), errw.Bytes())
+		out, err := runScript(work, env, script)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return out.String()
+		return out
 	}
 
 	run(setup)

@@ -460,15 +460,7 @@ export class JsonReader {
         }
       }
     }
-    const end = this.ptr + <usize>this.len;
-    while (this.next != 0) {
-      const r = nextMember(this.next, end);
-      if (r == 0) {
-        this.next = 0;
-        break;
-      }
-      this.next = mLast ? 0 : r;
-      const i = this.record();
+    for (let i = this.scanNext(); i >= 0; i = this.scanNext()) {
       if (mKeyPlain) {
         if (<i32>(mKeyEnd - mKeyStart) == kl && asciiEqual(mKeyStart, kl, key)) return i;
       } else if (this.keyIs(i, key)) {
@@ -483,15 +475,7 @@ export class JsonReader {
     for (let i = 0, n = this.n; i < n; i++) {
       if (this.keyIs(i, key)) return i;
     }
-    const end = this.ptr + <usize>this.len;
-    while (this.next != 0) {
-      const r = nextMember(this.next, end);
-      if (r == 0) {
-        this.next = 0;
-        break;
-      }
-      this.next = mLast ? 0 : r;
-      const i = this.record();
+    for (let i = this.scanNext(); i >= 0; i = this.scanNext()) {
       if (this.keyIs(i, key)) return i;
     }
     return -1;
@@ -503,8 +487,18 @@ export class JsonReader {
     return keyEqual(this.at(i, 0), this.at(i, 1), (unchecked(this.fl[i]) & 1) != 0, changetype<usize>(nameScratch.buf), kl);
   }
 
-  /** Appends the member nextMember just parsed; returns its index. */
-  private record(): i32 {
+  /**
+   * Scans the next member and appends it (its parts are also left in the m* globals); returns
+   * its index, or -1 at the end of the object or where it is malformed.
+   */
+  private scanNext(): i32 {
+    if (this.next == 0) return -1;
+    const r = nextMember(this.next, this.ptr + <usize>this.len);
+    if (r == 0) {
+      this.next = 0;
+      return -1;
+    }
+    this.next = mLast ? 0 : r;
     const i = this.n;
     if (i == this.fl.length) {
       const c = i << 1;
