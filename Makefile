@@ -117,15 +117,20 @@ BENCH_BIG := $(firstword $(wildcard /work/shared/data/flights-3m.ndjson.gz ../sh
 bench: build wasm $(if $(wildcard $(TINYGO)),wasm-tinygo)
 	@set -e; start=$$SECONDS; P=bin/projhost; W=$(WASM_DIR); \
 	echo "== projhost bench on $$(nproc) cores, $$(date -u +%FT%TZ), commit $$(git rev-parse --short HEAD 2>/dev/null)"; \
+	tgc=; tgf=; tg=; if [ -f $$W/flightdelays-tinygo.wasm ]; then tgc="--handler $$W/count-tinygo.wasm"; \
+		tgf="--handler $$W/flightdelays-tinygo.wasm"; tg=$$tgf; else echo "== TinyGo is not installed (make tinygo): no TinyGo builds"; fi; \
 	echo "== handler throughput over $(BENCH_SMALL), $(BENCH_DURATION) per cell"; \
 	$$P bench handler --events $(BENCH_SMALL) --duration $(BENCH_DURATION) --batch-sizes 1,100,1000 \
-		--handler $$W/count-go.wasm --handler $$W/count-as.wasm --native count; echo; \
+		--handler $$W/count-go.wasm --handler $$W/count-as.wasm $$tgc --native count; echo; \
 	$$P bench handler --events $(BENCH_SMALL) --duration $(BENCH_DURATION) --batch-sizes 1,100,1000 \
-		--handler $$W/flightdelays-go.wasm --handler $$W/flightdelays-as.wasm --native flightdelays; echo; \
+		--handler $$W/flightdelays-go.wasm --handler $$W/flightdelays-as.wasm $$tgf --native flightdelays; echo; \
 	echo "== the documented flightdelays (guest.State) against the hand-tuned one it replaced (internal/bench/tuned)"; \
 	$$P bench compare --events $(BENCH_SMALL) --duration $(BENCH_DURATION) --batch-sizes 100,1000 \
 		--handler $$W/flightdelays-go.wasm --baseline $$W/flightdelays-go-tuned.wasm \
 		--native flightdelays --native-baseline flightdelays-tuned; echo; \
+	if [ -n "$$tg" ]; then echo "== the same, both built with TinyGo"; \
+	$$P bench compare --events $(BENCH_SMALL) --duration $(BENCH_DURATION) --batch-sizes 100,1000 \
+		--handler $$W/flightdelays-tinygo.wasm --baseline $$W/flightdelays-tinygo-tuned.wasm; echo; fi; \
 	echo "== the documented AssemblyScript flightdelays (State) against the hand-tuned one it replaced (internal/bench/tuned/flightdelays-as)"; \
 	$$P bench compare --events $(BENCH_SMALL) --duration $(BENCH_DURATION) --batch-sizes 100,1000 \
 		--handler $$W/flightdelays-as.wasm --baseline $$W/flightdelays-as-tuned.wasm; echo; \
@@ -135,7 +140,6 @@ bench: build wasm $(if $(wildcard $(TINYGO)),wasm-tinygo)
 		echo "== e2e over $(BENCH_BIG) (first $(BENCH_E2E_LIMIT) events; 0 = all)"; \
 	else ev="--events $(BENCH_SMALL) --repeat $(BENCH_REPEAT)"; \
 		echo "== e2e: flights-3m.ndjson.gz not in /work/shared/data or ../shared/data; using flights-20k repeated $(BENCH_REPEAT) times"; fi; \
-	tg=; if [ -f $$W/flightdelays-tinygo.wasm ]; then tg="--handler $$W/flightdelays-tinygo.wasm"; fi; \
 	$$P bench e2e $$ev --shards 4,16,100 --trusted --handler $$W/flightdelays-as.wasm \
 		--handler $$W/flightdelays-go.wasm $$tg --native flightdelays; echo; \
 	if [ -n "$(BENCH_BIG)" ]; then ev="$(BENCH_BIG)"; else ev=$$(mktemp); \
