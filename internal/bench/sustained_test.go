@@ -143,3 +143,33 @@ func TestSustainedOptionsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestSustainedInputsCheckedFirst: a missing or JSON-array events file and a missing handler are
+// refused as bad arguments before any process starts (the projhost binary here does not exist:
+// starting one would fail with ErrSustained instead, after the workers' balance wait).
+func TestSustainedInputsCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	lines := filepath.Join(dir, "l.ndjson")
+	require.NoError(t, os.WriteFile(lines, []byte("{\"origin\":\"a\"}\n"), 0o644))
+	array := filepath.Join(dir, "a.json")
+	require.NoError(t, os.WriteFile(array, []byte("\r\n [{\"origin\":\"a\"}]"), 0o644))
+	handler := filepath.Join(dir, "h.wasm")
+	require.NoError(t, os.WriteFile(handler, []byte("\x00asm"), 0o644))
+	missing := filepath.Join(dir, "missing")
+	for _, c := range []struct {
+		name, events, handler, want string
+	}{
+		{"missing events file", missing, handler, "--events: open " + missing},
+		{"events file a JSON array", array, handler, array + " is a JSON array"},
+		{"missing handler", lines, missing, "--handler: open " + missing},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := MeasureSustained(context.Background(), SustainedOptions{
+				Projhost: filepath.Join(dir, "no-projhost"), EventsPath: c.events, Handler: c.handler,
+				TempDir: dir,
+			})
+			require.ErrorIs(t, err, ErrArgs)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}
