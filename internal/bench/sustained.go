@@ -192,8 +192,8 @@ func (o *SustainedOptions) defaults() error {
 // Duration (at most Rate events/s) while sampling every worker's /metrics, waits for the
 // projection to catch up, reads the workers' counters, stops them (SIGTERM) and checks the read
 // model. Errors: ErrArgs for bad options (also an events file that is missing or a JSON array and
-// a handler file that cannot be opened, refused before any process starts), ErrSustained (with the process's log tail) for a
-// failed run, ctx's error.
+// a handler file that cannot be opened, refused before any process starts), ErrSustained (with
+// the process's log tail) for a failed run, ctx's error.
 func MeasureSustained(ctx context.Context, o SustainedOptions) (*SustainedResult, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
