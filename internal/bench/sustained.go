@@ -195,6 +195,15 @@ func (o *SustainedOptions) defaults() error {
 // a handler file that cannot be opened, refused before any process starts), ErrSustained (with
 // the process's log tail) for a failed run, ctx's error.
 func MeasureSustained(ctx context.Context, o SustainedOptions) (*SustainedResult, error) {
+	res, err := measureSustained(ctx, o)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		// A process stopped by the cancellation reports it in its own words.
+		return nil, fmt.Errorf("%w: %w", ctx.Err(), err)
+	}
+	return res, err
+}
+
+func measureSustained(ctx context.Context, o SustainedOptions) (*SustainedResult, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
@@ -300,7 +309,7 @@ func MeasureSustained(ctx context.Context, o SustainedOptions) (*SustainedResult
 	if ferr != nil || werr != nil {
 		stopSampling()
 		<-sampled
-		return nil, fmt.Errorf("%w: journal append: %v %v: %s", ErrSustained, ferr, werr, tail(appLog.Name()))
+		return nil, fmt.Errorf("%w: journal append: %v: %s", ErrSustained, errors.Join(ferr, werr), tail(appLog.Name()))
 	}
 	o.Logger.Info("bench sustained: appended", "events", n, "in", res.AppendTime.Round(time.Millisecond))
 

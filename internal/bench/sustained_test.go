@@ -173,3 +173,20 @@ func TestSustainedInputsCheckedFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestSustainedCanceled: a run stopped by its context (Ctrl-C) returns the context's error, not
+// only ErrSustained about the process the cancellation stopped.
+func TestSustainedCanceled(t *testing.T) {
+	dir := t.TempDir()
+	lines := filepath.Join(dir, "l.ndjson")
+	require.NoError(t, os.WriteFile(lines, []byte("{\"origin\":\"a\"}\n"), 0o644))
+	handler := filepath.Join(dir, "h.wasm")
+	require.NoError(t, os.WriteFile(handler, []byte("\x00asm"), 0o644))
+	truePath, err := exec.LookPath("true")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = MeasureSustained(ctx, SustainedOptions{Projhost: truePath, EventsPath: lines, Handler: handler, TempDir: dir})
+	require.ErrorIs(t, err, context.Canceled)
+	assert.ErrorIs(t, err, ErrSustained)
+}
