@@ -334,7 +334,11 @@ func measureSustained(ctx context.Context, o SustainedOptions) (*SustainedResult
 		if time.Now().After(deadline) {
 			stopSampling()
 			<-sampled
-			return nil, fmt.Errorf("%w: the workers did not project the %d events within %v of the append's end (--catch-up)", ErrSustained, n, o.CatchUp)
+			var logs strings.Builder
+			for _, w := range ws {
+				fmt.Fprintf(&logs, "\nworker %s: %s", w.id, tail(w.log))
+			}
+			return nil, fmt.Errorf("%w: the workers did not project the %d events within %v of the append's end (--catch-up)%s", ErrSustained, n, o.CatchUp, logs.String())
 		}
 		for _, w := range ws {
 			if w.exited() {

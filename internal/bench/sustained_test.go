@@ -69,6 +69,26 @@ func TestMeasureSustained(t *testing.T) {
 	assert.Contains(t, b.String(), "read model          exact (--check flightdelays)")
 }
 
+// TestMeasureSustainedHandlerFails: when the handler fails every batch (flightdelays over events
+// that are not flights), the catch-up error carries each worker's log, which says why.
+func TestMeasureSustainedHandlerFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs projhost processes")
+	}
+	bin := filepath.Join(t.TempDir(), "projhost")
+	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/projhost").CombinedOutput()
+	require.NoError(t, err, "building projhost: %s", out)
+	events := filepath.Join(t.TempDir(), "e.ndjson")
+	require.NoError(t, os.WriteFile(events, []byte("{\"origin\":\"a\"}\n{\"origin\":\"b\"}\n"), 0o644))
+	_, err = MeasureSustained(context.Background(), SustainedOptions{
+		Projhost: bin, EventsPath: events, Handler: testwasm.Path(t, testwasm.FlightDelaysAS),
+		Shards: 2, Workers: 1, CatchUp: 3 * time.Second, Balance: time.Minute, TempDir: t.TempDir(),
+	})
+	require.ErrorIs(t, err, ErrSustained)
+	assert.Contains(t, err.Error(), "within 3s of the append's end (--catch-up)\nworker w1: ")
+	assert.Contains(t, err.Error(), "level=ERROR")
+}
+
 func TestMaxP99(t *testing.T) {
 	for _, c := range []struct {
 		in       []int64
