@@ -191,10 +191,23 @@ func (o *SustainedOptions) defaults() error {
 // share the shards, then writes the events file's lines to `journal append -` for at most
 // Duration (at most Rate events/s) while sampling every worker's /metrics, waits for the
 // projection to catch up, reads the workers' counters, stops them (SIGTERM) and checks the read
-// model. Errors: ErrArgs for bad options, ErrSustained (with the process's log tail) for a
-// failed run, ctx's error.
+// model. Errors: ErrArgs for bad options (also an events file that is missing or a JSON array and
+// a handler file that cannot be opened, refused before any process starts), ErrSustained (with
+// the process's log tail) for a failed run, ctx's error.
 func MeasureSustained(ctx context.Context, o SustainedOptions) (*SustainedResult, error) {
+	res, err := measureSustained(ctx, o)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		// A process stopped by the cancellation reports it in its own words.
+		return nil, fmt.Errorf("%w: %w", ctx.Err(), err)
+	}
+	return res, err
+}
+
+func measureSustained(ctx context.Context, o SustainedOptions) (*SustainedResult, error) {
 	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	if err := checkInputs(o.EventsPath, o.Handler); err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp(o.TempDir, "projhost-bench-sustained-")
@@ -296,7 +309,7 @@ func MeasureSustained(ctx context.Context, o SustainedOptions) (*SustainedResult
 	if ferr != nil || werr != nil {
 		stopSampling()
 		<-sampled
-		return nil, fmt.Errorf("%w: journal append: %v %v: %s", ErrSustained, ferr, werr, tail(appLog.Name()))
+		return nil, fmt.Errorf("%w: journal append: %v: %s", ErrSustained, errors.Join(ferr, werr), tail(appLog.Name()))
 	}
 	o.Logger.Info("bench sustained: appended", "events", n, "in", res.AppendTime.Round(time.Millisecond))
 
@@ -321,7 +334,11 @@ func MeasureSustained(ctx context.Context, o SustainedOptions) (*SustainedResult
 		if time.Now().After(deadline) {
 			stopSampling()
 			<-sampled
-			return nil, fmt.Errorf("%w: the workers did not project the %d events within %v of the append's end (--catch-up)", ErrSustained, n, o.CatchUp)
+			var logs strings.Builder
+			for _, w := range ws {
+				fmt.Fprintf(&logs, "\nworker %s: %s", w.id, tail(w.log))
+			}
+			return nil, fmt.Errorf("%w: the workers did not project the %d events within %v of the append's end (--catch-up)%s", ErrSustained, n, o.CatchUp, logs.String())
 		}
 		for _, w := range ws {
 			if w.exited() {
@@ -610,6 +627,41 @@ func openLines(path string) (*bufio.Reader, io.Closer, error) {
 	return br, f, nil
 }
 
+// errJSONArray refuses an events file that is a JSON array.
+func errJSONArray(path string) error {
+	return fmt.Errorf("%w: %s is a JSON array; bench sustained reads JSON lines (one object per line): convert it with jq -c '.[]'", ErrArgs, path)
+}
+
+// checkInputs refuses (ErrArgs), before any process starts, an events file that cannot be
+// opened or is a JSON array, and a handler file that cannot be read.
+func checkInputs(events, handler string) error {
+	if f, err := os.Open(handler); err != nil {
+		return fmt.Errorf("%w: --handler: %w", ErrArgs, err)
+	} else {
+		f.Close()
+	}
+	br, c, err := openLines(events)
+	if errors.Is(err, ErrArgs) {
+		return err
+	} else if err != nil {
+		return fmt.Errorf("%w: --events: %w", ErrArgs, err)
+	}
+	defer c.Close()
+	for {
+		b, err := br.ReadByte()
+		switch {
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return fmt.Errorf("%w: --events: %s: %w", ErrArgs, events, err)
+		case b == '[':
+			return errJSONArray(events)
+		case b != ' ' && b != '\t' && b != '\r' && b != '\n':
+			return nil
+		}
+	}
+}
+
 // feedLines writes the non-empty lines of path to w, for at most d and at most rate lines/s (0:
 // no cap), and returns how many it wrote. A file that is a JSON array is refused (ErrArgs).
 func feedLines(ctx context.Context, w io.Writer, path string, d time.Duration, rate int) (int64, error) {
@@ -633,7 +685,7 @@ func feedLines(ctx context.Context, w io.Writer, path string, d time.Duration, r
 		}
 		if t := bytes.TrimSpace(line); len(t) > 0 {
 			if n == 0 && t[0] == '[' {
-				return 0, fmt.Errorf("%w: %s is a JSON array; bench sustained reads JSON lines (one object per line): convert it with jq -c '.[]'", ErrArgs, path)
+				return 0, errJSONArray(path)
 			}
 			if _, werr := bw.Write(t); werr != nil {
 				return n, werr

@@ -69,6 +69,26 @@ func TestMeasureSustained(t *testing.T) {
 	assert.Contains(t, b.String(), "read model          exact (--check flightdelays)")
 }
 
+// TestMeasureSustainedHandlerFails: when the handler fails every batch (flightdelays over events
+// that are not flights), the catch-up error carries each worker's log, which says why.
+func TestMeasureSustainedHandlerFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs projhost processes")
+	}
+	bin := filepath.Join(t.TempDir(), "projhost")
+	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/projhost").CombinedOutput()
+	require.NoError(t, err, "building projhost: %s", out)
+	events := filepath.Join(t.TempDir(), "e.ndjson")
+	require.NoError(t, os.WriteFile(events, []byte("{\"origin\":\"a\"}\n{\"origin\":\"b\"}\n"), 0o644))
+	_, err = MeasureSustained(context.Background(), SustainedOptions{
+		Projhost: bin, EventsPath: events, Handler: testwasm.Path(t, testwasm.FlightDelaysAS),
+		Shards: 2, Workers: 1, CatchUp: 3 * time.Second, Balance: time.Minute, TempDir: t.TempDir(),
+	})
+	require.ErrorIs(t, err, ErrSustained)
+	assert.Contains(t, err.Error(), "within 3s of the append's end (--catch-up)\nworker w1: ")
+	assert.Contains(t, err.Error(), "level=ERROR")
+}
+
 func TestMaxP99(t *testing.T) {
 	for _, c := range []struct {
 		in       []int64
@@ -142,4 +162,51 @@ func TestSustainedOptionsRefused(t *testing.T) {
 			assert.True(t, errors.Is(err, ErrArgs), "err = %v", err)
 		})
 	}
+}
+
+// TestSustainedInputsCheckedFirst: a missing or JSON-array events file and a missing handler are
+// refused as bad arguments before any process starts (the projhost binary here does not exist:
+// starting one would fail with ErrSustained instead, after the workers' balance wait).
+func TestSustainedInputsCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	lines := filepath.Join(dir, "l.ndjson")
+	require.NoError(t, os.WriteFile(lines, []byte("{\"origin\":\"a\"}\n"), 0o644))
+	array := filepath.Join(dir, "a.json")
+	require.NoError(t, os.WriteFile(array, []byte("\r\n [{\"origin\":\"a\"}]"), 0o644))
+	handler := filepath.Join(dir, "h.wasm")
+	require.NoError(t, os.WriteFile(handler, []byte("\x00asm"), 0o644))
+	missing := filepath.Join(dir, "missing")
+	for _, c := range []struct {
+		name, events, handler, want string
+	}{
+		{"missing events file", missing, handler, "--events: open " + missing},
+		{"events file a JSON array", array, handler, array + " is a JSON array"},
+		{"missing handler", lines, missing, "--handler: open " + missing},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := MeasureSustained(context.Background(), SustainedOptions{
+				Projhost: filepath.Join(dir, "no-projhost"), EventsPath: c.events, Handler: c.handler,
+				TempDir: dir,
+			})
+			require.ErrorIs(t, err, ErrArgs)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}
+
+// TestSustainedCanceled: a run stopped by its context (Ctrl-C) returns the context's error, not
+// only ErrSustained about the process the cancellation stopped.
+func TestSustainedCanceled(t *testing.T) {
+	dir := t.TempDir()
+	lines := filepath.Join(dir, "l.ndjson")
+	require.NoError(t, os.WriteFile(lines, []byte("{\"origin\":\"a\"}\n"), 0o644))
+	handler := filepath.Join(dir, "h.wasm")
+	require.NoError(t, os.WriteFile(handler, []byte("\x00asm"), 0o644))
+	truePath, err := exec.LookPath("true")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = MeasureSustained(ctx, SustainedOptions{Projhost: truePath, EventsPath: lines, Handler: handler, TempDir: dir})
+	require.ErrorIs(t, err, context.Canceled)
+	assert.ErrorIs(t, err, ErrSustained)
 }
