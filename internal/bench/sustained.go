@@ -281,6 +281,7 @@ func measureSustained(ctx context.Context, o SustainedOptions) (*SustainedResult
 	}
 	defer appLog.Close()
 	app := exec.Command(o.Projhost, "journal", "append", "--data", data, "--key-field", o.KeyField, "-")
+	dieWithParent(app)
 	app.Stdout, app.Stderr = appLog, appLog
 	stdin, err := app.StdinPipe()
 	if err != nil {
@@ -409,6 +410,7 @@ func startWorker(ctx context.Context, o SustainedOptions, data, dir, id string) 
 		return nil, err
 	}
 	w.cmd = exec.Command(o.Projhost, args...)
+	dieWithParent(w.cmd)
 	w.cmd.Stdout, w.cmd.Stderr = f, f
 	if err := w.cmd.Start(); err != nil {
 		f.Close()
