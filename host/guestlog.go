@@ -84,7 +84,7 @@ type lineWriter struct {
 	partial []byte // the current line's pending bytes, fewer than maxLogLine
 	split   bool   // part of the current line was logged already
 	capture []byte // first maxCapture bytes written since resetCapture
-	tail    []byte // last maxTail bytes written since resetCapture
+	tail    []byte // the last maxTail (to 2*maxTail) bytes written since resetCapture
 }
 
 // maxTail is how many of the last bytes of a call's output are kept: TinyGo prints a panic's
@@ -96,13 +96,12 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	if room := maxCapture - len(w.capture); room > 0 {
 		w.capture = append(w.capture, p[:min(room, len(p))]...)
 	}
+	// The tail grows to 2*maxTail before its last maxTail bytes move to the front: one copy per
+	// maxTail bytes written, however small the writes (a guest flooding stdout writes many).
 	if len(p) >= maxTail {
 		w.tail = append(w.tail[:0], p[len(p)-maxTail:]...)
-	} else {
-		if over := len(w.tail) + len(p) - maxTail; over > 0 {
-			w.tail = w.tail[:copy(w.tail, w.tail[over:])]
-		}
-		w.tail = append(w.tail, p...)
+	} else if w.tail = append(w.tail, p...); len(w.tail) > 2*maxTail {
+		w.tail = w.tail[:copy(w.tail, w.tail[len(w.tail)-maxTail:])]
 	}
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
@@ -161,7 +160,8 @@ func (w *lineWriter) resetCapture() { w.capture, w.tail = w.capture[:0], w.tail[
 // _panic, runtimePanicAt and runtimeFatal print one such line, then trap) to the end, at most
 // maxLines lines joined with " | " and about 600 bytes; "" when there is none.
 func (w *lineWriter) panicText(maxLines int) string {
-	lines := strings.Split(strings.TrimRight(string(w.tail), "\r\n"), "\n")
+	t := w.tail[max(0, len(w.tail)-maxTail):]
+	lines := strings.Split(strings.TrimRight(string(t), "\r\n"), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		l := strings.TrimSpace(lines[i])
 		if !strings.HasPrefix(l, "panic: ") && !strings.HasPrefix(l, "fatal error: ") {

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/projhost/projhost/internal/durations"
 	"github.com/projhost/projhost/internal/flightcheck"
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/store/sqlite"
@@ -259,8 +260,8 @@ func measureSustained(ctx context.Context, o SustainedOptions) (*SustainedResult
 			o.Logger.Warn("bench sustained: the workers did not share the shards evenly in time; appending anyway", "after", o.Balance)
 			break
 		}
-		if err := sleepCtx(ctx, 250*time.Millisecond); err != nil {
-			return nil, err
+		if !durations.Sleep(ctx, 250*time.Millisecond) {
+			return nil, ctx.Err()
 		}
 		for _, w := range ws {
 			if w.exited() {
@@ -348,8 +349,8 @@ func measureSustained(ctx context.Context, o SustainedOptions) (*SustainedResult
 				return nil, w.failure("exited during the run")
 			}
 		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
-			return nil, err
+		if !durations.Sleep(ctx, 20*time.Millisecond) {
+			return nil, ctx.Err()
 		}
 	}
 	stopSampling()
@@ -478,17 +479,6 @@ func tail(path string) string {
 		b = b[len(b)-2000:]
 	}
 	return strings.TrimSpace(string(b))
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // metrics is what one scrape of a worker's /metrics gave.
@@ -706,7 +696,7 @@ func feedLines(ctx context.Context, w io.Writer, path string, d time.Duration, r
 						if werr := bw.Flush(); werr != nil {
 							return n, werr
 						}
-						if err := sleepCtx(ctx, ahead); err != nil {
+						if !durations.Sleep(ctx, ahead) {
 							break
 						}
 					}
