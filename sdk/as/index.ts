@@ -22,7 +22,7 @@
 //     return null;
 //   });
 //
-//   asc handler.ts -o handler.wasm --runtime incremental -O3
+//   asc handler.ts -o handler.wasm --runtime minimal -O3
 //
 // Semantics match the Go SDK: put/delete go into a per-batch cache keyed by collection/key and
 // only the final value of each key is emitted, in first-touch order; read consults that cache
@@ -729,6 +729,33 @@ function fail(msg: string): void {
   host_fail(changetype<usize>(msgScratch.buf), min(n, MAX_MESSAGE_LEN));
 }
 
+// collectGarbage's state: the linear memory's size in pages at the last collection, and the
+// events handled since.
+let pagesAtCollect: i32 = 0;
+let eventsSinceCollect: u32 = 0;
+
+/** Events between two collections at least (collectGarbage). */
+const COLLECT_EVENTS: u32 = 64;
+
+/**
+ * Under `--runtime minimal` (the documented build; sdk/as/README.md "Why --runtime minimal"),
+ * frees what earlier batches left unreachable. It runs at the start of a call into the guest, the
+ * one point where no object lives only on the stack (minimal keeps no shadow stack, so it may
+ * collect only then), once at least COLLECT_EVENTS events were handled since the last collection
+ * (every batch of 64 events or more; every 64 batches of one event), or sooner when the memory
+ * grew. A handler's heap so stays within what is live plus the garbage of one batch (of 64
+ * events at least), and a handler with little live data pays little: a collection marks what is
+ * live. Other runtimes collect by themselves (incremental) or never (stub), and this does nothing.
+ */
+function collectGarbage(): void {
+  if (ASC_RUNTIME != 1) return; // 1: Runtime.Minimal (std/assembly/shared/runtime.ts)
+  const pages = memory.size();
+  if (eventsSinceCollect < COLLECT_EVENTS && pages <= pagesAtCollect) return;
+  __collect();
+  pagesAtCollect = pages;
+  eventsSinceCollect = 0;
+}
+
 /** ABI v1 marker (ABI.md §1); the host never calls it. */
 export function projhost_abi_v1(): void {}
 
@@ -741,6 +768,7 @@ export function projhost_alloc(size: i32): usize {
 
 /** Handles the batch at ptr..ptr+len (inside the projhost_alloc buffer); returns (out_ptr << 32) | out_len. */
 export function projhost_handle(ptr: usize, len: i32): i64 {
+  collectGarbage();
   const base = changetype<usize>(input);
   if (len < 0 || ptr < base || ptr - base + <usize>len > <usize>input.byteLength) {
     fail("guest: batch is not inside the buffer projhost_alloc returned");
@@ -751,6 +779,7 @@ export function projhost_handle(ptr: usize, len: i32): i64 {
     fail("guest: cannot decode batch: " + err);
     return 0;
   }
+  eventsSinceCollect += <u32>batch.length;
   const h = handler;
   if (h === null) {
     fail("guest: no handler registered: call handle() at the top level of the entry file");

@@ -4,7 +4,7 @@
 // build/wasm/flightdelays-as-tuned.wasm; plugins/examples' BenchmarkASDocumentedVsTuned compares
 // the documented example (plugins/examples/flightdelays/as) with it. Same documents, same order.
 //
-//   asc index.ts -o flightdelays-as-tuned.wasm --runtime incremental -O3
+//   asc index.ts -o flightdelays-as-tuned.wasm --runtime minimal -O3
 import { Batch, BytesIndex, Event, JsonFields, JsonWriter, handle } from "@projhost/sdk";
 export * from "@projhost/sdk/exports";
 

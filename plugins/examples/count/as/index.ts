@@ -2,7 +2,7 @@
 // byte-identical to ../count.go. The count is a typed document of a State, keyed by the
 // partition key's bytes (Event.key: no string is created).
 //
-//   asc index.ts -o count-as.wasm --runtime incremental -O3
+//   asc index.ts -o count-as.wasm --runtime minimal -O3
 import { Batch, Doc, JsonReader, JsonWriter, State, handle } from "@projhost/sdk";
 export * from "@projhost/sdk/exports";
 

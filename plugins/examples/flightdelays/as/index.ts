@@ -3,7 +3,7 @@
 // value of a State: decoded at its key's first event in a batch, updated by plain code, encoded
 // and written once when the batch ends.
 //
-//   asc index.ts -o flightdelays-as.wasm --runtime incremental -O3
+//   asc index.ts -o flightdelays-as.wasm --runtime minimal -O3
 import { Batch, Doc, Event, JsonReader, JsonWriter, Key, State, handle } from "@projhost/sdk";
 export * from "@projhost/sdk/exports";
 
