@@ -797,6 +797,32 @@ const HEX = "0123456789abcdef";
  * Builds one JSON object, byte-identical to the Go SDK's guest.Object for the same calls (ints,
  * strings, booleans, raw values; no floats). Reuse one writer: begin() resets it.
  */
+// JsonWriter's encodings of static-string keys: an open-addressing table by the string's
+// address (0: empty) of offsets and lengths in skBuf, which holds each key as ,"key":.
+let skAddrs = new StaticArray<usize>(32);
+let skOffs = new StaticArray<i32>(32);
+let skLens = new StaticArray<i32>(32);
+let skBuf = new ArrayBuffer(256);
+let skLen: i32 = 0;
+let skCount: i32 = 0;
+
+function growStaticKeys(): void {
+  const addrs = skAddrs, offs = skOffs, lens = skLens;
+  const n = addrs.length << 1, mask = n - 1;
+  skAddrs = new StaticArray<usize>(n);
+  skOffs = new StaticArray<i32>(n);
+  skLens = new StaticArray<i32>(n);
+  for (let j = 0; j < addrs.length; j++) {
+    const a = unchecked(addrs[j]);
+    if (a == 0) continue;
+    let i = <i32>((<u32>(a >> 1) * 0x9E3779B1) >> 16) & mask;
+    while (unchecked(skAddrs[i]) != 0) i = (i + 1) & mask;
+    unchecked(skAddrs[i] = a);
+    unchecked(skOffs[i] = offs[j]);
+    unchecked(skLens[i] = lens[j]);
+  }
+}
+
 export class JsonWriter {
   private buf: ArrayBuffer = new ArrayBuffer(256);
   private len: i32 = 0;
@@ -881,10 +907,55 @@ export class JsonWriter {
   }
 
   private key(k: string): void {
+    const kp = changetype<usize>(k);
+    if (kp < __heap_base) {
+      // A string of the module's static data (a literal) never changes or moves: its encoding
+      // (,"k":) is made once, then copied.
+      const i = this.staticKey(kp);
+      const first = <i32>(this.fields == 0); // no comma before the first field
+      const n = unchecked(skLens[i]) - first;
+      memory.copy(this.reserve(n), changetype<usize>(skBuf) + <usize>(unchecked(skOffs[i]) + first), n);
+      this.len += n;
+      this.fields++;
+      return;
+    }
     if (this.fields > 0) this.byte(0x2C);
     this.fields++;
     this.quoted(k);
     this.byte(0x3A);
+  }
+
+  /** The slot of skAddrs holding the static string at kp, its encoding made on first use. */
+  private staticKey(kp: usize): i32 {
+    let mask = skAddrs.length - 1;
+    let i = <i32>((<u32>(kp >> 1) * 0x9E3779B1) >> 16) & mask;
+    while (true) {
+      const a = unchecked(skAddrs[i]);
+      if (a == kp) return i;
+      if (a == 0) break;
+      i = (i + 1) & mask;
+    }
+    if ((skCount + 1) * 2 > skAddrs.length) {
+      growStaticKeys();
+      return this.staticKey(kp);
+    }
+    // Encode ,"k": at the end of skBuf with this writer's code, then restore the writer.
+    const len = this.len, fields = this.fields, buf = this.buf;
+    this.buf = skBuf;
+    this.len = skLen;
+    this.byte(0x2C);
+    this.quoted(changetype<string>(kp));
+    this.byte(0x3A);
+    skBuf = this.buf;
+    unchecked(skAddrs[i] = kp);
+    unchecked(skOffs[i] = skLen);
+    unchecked(skLens[i] = this.len - skLen);
+    skLen = this.len;
+    skCount++;
+    this.buf = buf;
+    this.len = len;
+    this.fields = fields;
+    return i;
   }
 
   private quoted(s: string): void {

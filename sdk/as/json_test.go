@@ -9,6 +9,7 @@ package as_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -46,7 +47,7 @@ func newProbe(tb testing.TB) *probe {
 		tb.Fatal(err)
 	}
 	p := &probe{mod: mod, fn: map[string]api.Function{}}
-	for _, n := range []string{"alloc", "lastFound", "resultPtr", "resultLen", "probeInt", "probeBool", "probeString", "probeText", "probeRaw", "probeSeq", "write"} {
+	for _, n := range []string{"alloc", "lastFound", "resultPtr", "resultLen", "probeInt", "probeBool", "probeString", "probeText", "probeRaw", "probeSeq", "write", "writeLiterals"} {
 		if p.fn[n] = mod.ExportedFunction(n); p.fn[n] == nil {
 			tb.Fatalf("probe module lacks %s", n)
 		}
@@ -271,6 +272,30 @@ func TestWriterAgreesWithGo(t *testing.T) {
 	}
 	for _, tt := range tests {
 		p.compareWrite(t, tt.k, tt.v, tt.i, tt.b)
+	}
+}
+
+// TestWriterLiteralKeysAgreeWithGo: keys that are string literals, whose encoding the writer
+// makes once and copies after (testdata/jsonprobe.ts writeLiterals), give the Go writer's bytes,
+// the first time and again, first in an object and after other fields.
+func TestWriterLiteralKeysAgreeWithGo(t *testing.T) {
+	p := newProbe(t)
+	o := guest.NewObject(nil)
+	for i, k := range []string{"\"q\\u", "ключ", "tab\t", "😀"} {
+		o.Int(k, int64(i))
+	}
+	for i := range 40 {
+		o.Int(fmt.Sprintf("k%02d", i), int64(4+i))
+	}
+	o2 := guest.NewObject(nil)
+	o2.Int("k05", 5).Str("", "dyn").Int("k00", 0).Int("\"q\\u", 1)
+	want := string(o.Bytes()) + "\x00" + string(o2.Bytes())
+	for run := range 3 {
+		p.call(t, "writeLiterals")
+		got, _ := p.result(t)
+		if string(got) != want {
+			t.Fatalf("run %d: AS writer\n%q\nGo writer\n%q", run, got, want)
+		}
 	}
 }
 

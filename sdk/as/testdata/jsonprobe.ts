@@ -80,3 +80,61 @@ export function probeSeq(dl: i32, kl: i32): void {
   found = reader.ok;
   result = String.UTF8.encode(out, false, String.UTF8.ErrorMode.REPLACE);
 }
+
+// writeLiterals writes two objects with string-literal keys (the writer encodes a literal key
+// once and copies it after: keys with escapes, non-ASCII keys, more keys than its first table
+// holds, a literal key first and after a dynamic one) and returns them separated by a NUL.
+export function writeLiterals(): void {
+  const w = writer.begin();
+  w.int("\"q\\u", 0);
+  w.int("ключ", 1);
+  w.int("tab\t", 2);
+  w.int("😀", 3);
+  w.int("k00", 4);
+  w.int("k01", 5);
+  w.int("k02", 6);
+  w.int("k03", 7);
+  w.int("k04", 8);
+  w.int("k05", 9);
+  w.int("k06", 10);
+  w.int("k07", 11);
+  w.int("k08", 12);
+  w.int("k09", 13);
+  w.int("k10", 14);
+  w.int("k11", 15);
+  w.int("k12", 16);
+  w.int("k13", 17);
+  w.int("k14", 18);
+  w.int("k15", 19);
+  w.int("k16", 20);
+  w.int("k17", 21);
+  w.int("k18", 22);
+  w.int("k19", 23);
+  w.int("k20", 24);
+  w.int("k21", 25);
+  w.int("k22", 26);
+  w.int("k23", 27);
+  w.int("k24", 28);
+  w.int("k25", 29);
+  w.int("k26", 30);
+  w.int("k27", 31);
+  w.int("k28", 32);
+  w.int("k29", 33);
+  w.int("k30", 34);
+  w.int("k31", 35);
+  w.int("k32", 36);
+  w.int("k33", 37);
+  w.int("k34", 38);
+  w.int("k35", 39);
+  w.int("k36", 40);
+  w.int("k37", 41);
+  w.int("k38", 42);
+  w.int("k39", 43);
+  const a = w.finish();
+  const b = writer.begin().int("k05", 5).string(keyAt(0, 0), "dyn").int("k00", 0).int("\"q\\u", 1).finish();
+  const out = new Uint8Array(a.byteLength + 1 + b.byteLength);
+  out.set(Uint8Array.wrap(a), 0);
+  out.set(Uint8Array.wrap(b), a.byteLength + 1);
+  result = out.buffer;
+  found = true;
+}
