@@ -1,8 +1,9 @@
 // Package bench measures projhost's figures for `projhost bench`: handler throughput through
 // host.Module/Handler against an in-memory read model (by batch size, with and without the batch
 // deadline), module compile, instantiate and memory costs, the native (non-WebAssembly) baseline
-// of a Go handler through guest.Native, and end-to-end journal append and container.Runner projection
-// rates on a fresh local journal and embedded store.
+// of a Go handler compiled into the host (host.NewNativeModule: the same host path as a module),
+// and end-to-end journal append and container.Runner projection rates on a fresh local journal
+// and embedded store.
 //
 // Throughputs are wall-clock events per second of one goroutine (one core), measured over
 // repeated passes over the events until a duration elapses, and reported as the median of the

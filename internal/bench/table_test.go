@@ -175,7 +175,7 @@ func TestWriteNative(t *testing.T) {
 		{BatchSize: 1, Rate: Rate{EventsPerSec: 1234001, Passes: 300}},
 		{BatchSize: 100, Rate: Rate{EventsPerSec: 2329453.2, Passes: 512}},
 	}}))
-	want := `native count (guest.Native, no WebAssembly): 2,000 events per pass, events/s = median of passes
+	want := `native count (compiled into the host, the host's handler path without WebAssembly): 2,000 events per pass, events/s = median of passes
   batch  events/s   passes
   1      1,234,001  300
   100    2,329,453  512
@@ -194,7 +194,7 @@ func TestWriteComparison(t *testing.T) {
 	}}
 	var b strings.Builder
 	require.NoError(t, WriteComparison(&b, native, []*HandlerReport{handlerReport(), other}))
-	want := `count: WebAssembly vs native (events/s, median of passes; ratio = wasm/native)
+	want := `count: WebAssembly vs native, passes interleaved per batch size (events/s = median of passes; native = compiled into the host, same host path; ratio = wasm/native)
   batch  build          deadline  events/s   wasm/native
   1      native         -         1,000,000  1.00
   1      count-as.wasm  on        8,459      0.01
