@@ -227,7 +227,7 @@ func nativeCommand(natives map[string]guest.Handler) *cobra.Command {
 handler path (batch encoding, reads, output decoding and document checks, the read model), without
 WebAssembly: the baseline of bench handler --native, alone. For a wasm/native ratio use bench
 handler --native, which interleaves the baseline's passes with the modules'.`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext(cmd)
 			defer stop()
