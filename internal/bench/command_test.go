@@ -159,7 +159,7 @@ func TestHandlerSmoke(t *testing.T) {
 
 // TestMeasureHandlersInterleaved: MeasureHandlers measures every module (deadline on and off)
 // and the native baseline of a batch size in one rotation: each gets a row per batch size, in
-// order, and all of a batch size have the same number of passes.
+// order, with a positive rate from at least one finished pass.
 func TestMeasureHandlersInterleaved(t *testing.T) {
 	evs, err := LoadEvents(flights(t, "flights-2k.json"), "origin", 1)
 	require.NoError(t, err)
@@ -189,7 +189,7 @@ func TestMeasureHandlersInterleaved(t *testing.T) {
 				assert.Equal(t, size, r.BatchSize)
 				assert.Equal(t, deadline, r.Deadline)
 				assert.Greater(t, r.EventsPerSec, 0.0)
-				assert.Equal(t, n.Passes, r.Passes, "%s batch %d deadline %v: passes of one rotation", rep.Name, size, deadline)
+				assert.GreaterOrEqual(t, r.Passes, 1)
 			}
 		}
 	}

@@ -57,8 +57,8 @@ type CompareReport struct {
 // MeasureCompare measures, for every batch size, the two modules through host.Module/Handler
 // with the per-batch deadline on (as `bench handler`), then, when both Go handlers are given,
 // the two natively, through the same host path (host.NewNativeModule, as the baseline of
-// `bench handler --native`). Each cell runs passes of the handler and the baseline alternately
-// (measureInterleaved) for 2*Duration, after one untimed warm-up batch each, so a shared
+// `bench handler --native`). Each cell runs passes of the handler and the baseline interleaved
+// in turns of 10 ms (measureInterleaved) for 2*Duration, after one untimed warm-up batch each, so a shared
 // machine's load falls on both alike; the ratio of their medians is the figure to read.
 //
 // Errors: ErrArgs for bad options, the host's errors (host.ErrInvalidModule, a
@@ -140,8 +140,8 @@ func compareCommand(natives map[string]guest.Handler) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "compare --handler H.wasm --baseline B.wasm --events FILE [--native N --native-baseline NB]",
 		Short: "A handler against a baseline doing the same work: events/s of both and their ratio, in WebAssembly and natively",
-		Long: `compare measures a handler and a baseline doing the same work, per batch size, in alternating
-passes (--duration each), and prints both events/s and their ratio: the two modules with the
+		Long: `compare measures a handler and a baseline doing the same work, per batch size, in interleaved
+passes (turns of 10 ms, --duration each), and prints both events/s and their ratio: the two modules with the
 per-batch deadline on, then, with --native and --native-baseline, the two Go handlers compiled
 into the host and run through the same host path as the modules (batch encoding, reads, output
 decoding and document checks, the read model), without WebAssembly.`,

@@ -135,12 +135,12 @@ type HandlersReport struct {
 // a host.MemReadModel, like host.Run. First, module by module, the compile (cold and warm cache),
 // instantiate and memory costs. Then, for every batch size, one interleaved rotation (see
 // measureInterleaved) over every module with the per-batch deadline on and off (WithTrusted)
-// and, with opts.Native, the native baseline, for opts.Duration per member: each round runs one
-// pass over the events through each, so every rate of a batch size (and every ratio of two of
-// them, wasm/native included) comes from the same time window and all have the same number of
-// passes. Each member runs in a fresh host.Handler with a read model of its own, after one
-// untimed warm-up batch; the read models keep growing across passes, as a long-running
-// projection's would. A rate is the median of its passes.
+// and, with opts.Native, the native baseline, for opts.Duration per member: the members take
+// turns of 10 ms (whole batches), each going on with its passes over the events, so every rate
+// of a batch size (and every ratio of two of them, wasm/native included) comes from the same
+// moments of the machine. Each member runs in a fresh host.Handler with a read model of its
+// own, after one untimed warm-up batch; the read models keep growing across passes, as a
+// long-running projection's would. A rate is the median of the member's passes.
 //
 // The native baseline runs through the same host path as the modules: host.NewNativeModule
 // with NativeGuests (batch encoding, reads, output decoding and event.CheckDoc, the
@@ -252,10 +252,11 @@ func measureCosts(ctx context.Context, m HandlerModule, opts HandlerOptions) (re
 }
 
 // measureThroughput runs passes of events in batches of size through a fresh handler of each
-// module, interleaved (see measureInterleaved), and returns the modules' rates in order.
+// module, interleaved a batch at a time (see measureInterleaved), and returns the modules'
+// rates in order.
 func measureThroughput(ctx context.Context, mods []*host.Module, events []source.Event, size int, d time.Duration) ([]Rate, error) {
 	runtime.GC()
-	passes := make([]func() error, len(mods))
+	members := make([]member, len(mods))
 	for i, mod := range mods {
 		h := mod.NewHandler(host.TestShardID)
 		defer h.Close(context.WithoutCancel(ctx))
@@ -272,9 +273,12 @@ func measureThroughput(ctx context.Context, mods []*host.Module, events []source
 		if err := handle(events[:min(size, len(events))]); err != nil {
 			return nil, err
 		}
-		passes[i] = func() error { return batches(events, size, handle) }
+		members[i] = member{
+			steps: (len(events) + size - 1) / size,
+			step:  func(b int) error { return handle(events[b*size : min((b+1)*size, len(events))]) },
+		}
 	}
-	return measureInterleaved(ctx, d, len(events), passes...)
+	return measureInterleaved(ctx, d, len(events), members...)
 }
 
 // measureInstantiate returns the median over runs fresh handlers of (first Handle of a 1-event
