@@ -1,12 +1,14 @@
 // Package bench measures projhost's figures for `projhost bench`: handler throughput through
 // host.Module/Handler against an in-memory read model (by batch size, with and without the batch
 // deadline), module compile, instantiate and memory costs, the native (non-WebAssembly) baseline
-// of a Go handler through guest.Native, and end-to-end journal append and container.Runner projection
-// rates on a fresh local journal and embedded store.
+// of a Go handler compiled into the host (host.NewNativeModule: the same host path as a module),
+// and end-to-end journal append and container.Runner projection rates on a fresh local journal
+// and embedded store.
 //
 // Throughputs are wall-clock events per second of one goroutine (one core), measured over
 // repeated passes over the events until a duration elapses, and reported as the median of the
-// passes. Numbers depend on the machine and its load; they are printed, never asserted.
+// passes. Measurements compared with each other (wasm/native, deadline on/off, handler/baseline)
+// run interleaved, in turns of 10 ms, so that they sample the same moments of the machine. Numbers depend on the machine and its load; they are printed, never asserted.
 //
 // Nothing in the package is safe for concurrent use unless said otherwise: benchmarks run one at
 // a time.
@@ -109,37 +111,84 @@ type Rate struct {
 // measure calls pass (which handles events events) repeatedly until d has elapsed, at least
 // once, and returns the median rate of the passes. The first error, or ctx's end, stops it.
 func measure(ctx context.Context, d time.Duration, events int, pass func() error) (Rate, error) {
-	rs, err := measureInterleaved(ctx, d, events, pass)
+	rs, err := measureInterleaved(ctx, d, events, member{steps: 1, step: func(int) error { return pass() }})
 	if err != nil {
 		return Rate{}, err
 	}
 	return rs[0], nil
 }
 
-// measureInterleaved measures several passes (each handling events events) in rounds, one pass
-// of each per round, until len(passes)*d has elapsed (at least one round), and returns each
-// one's median rate. Interleaving spreads a shared machine's changing load over all of them
-// alike. The first error, or ctx's end, stops it.
-func measureInterleaved(ctx context.Context, d time.Duration, events int, passes ...func() error) ([]Rate, error) {
-	rates := make([][]float64, len(passes))
-	total := d * time.Duration(len(passes))
+// turnDuration is how long a member of measureInterleaved runs before the next member's turn.
+const turnDuration = 10 * time.Millisecond
+
+// member is one of the measurements measureInterleaved interleaves: a pass over its events is
+// steps calls step(0), ..., step(steps-1) (e.g. one batch each).
+type member struct {
+	steps int // at least 1
+	step  func(i int) error
+}
+
+// measureInterleaved measures members (each pass handling events events) in rounds: in a round,
+// every member in turn runs its next steps for turnDuration (at least one step), going on with
+// its pass where its last turn stopped and starting a new pass after the last step. A pass's
+// rate is events over the time of its steps. It runs until len(members)*d has elapsed and every
+// member has finished a pass, and returns each member's median pass rate and its number of
+// finished passes (an unfinished last pass is dropped).
+//
+// Short turns make the rates of all members samples of the same moments: this shared machine's
+// speed changes by 2x from one second to the next, and passes of whole files (up to a second
+// each) left ratios to chance. A member starts each turn with caches the others used; 10 ms
+// turns keep that small and alike for all.
+//
+// The first error, or ctx's end (checked before every turn), stops it.
+func measureInterleaved(ctx context.Context, d time.Duration, events int, members ...member) ([]Rate, error) {
+	type state struct {
+		next     int           // the step of the pass to run next
+		passTime time.Duration // the time of the pass's steps so far
+		rates    []float64     // of the finished passes
+	}
+	st := make([]state, len(members))
+	total := d * time.Duration(len(members))
 	start := time.Now()
-	for round := 0; round == 0 || time.Since(start) < total; round++ {
-		for i, pass := range passes {
+	done := func() bool {
+		if time.Since(start) < total {
+			return false
+		}
+		for i := range st {
+			if len(st[i].rates) == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		for i, m := range members {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			t0 := time.Now()
-			if err := pass(); err != nil {
-				return nil, err
+			s := &st[i]
+			turnStart := time.Now()
+			t := turnStart
+			for {
+				if err := m.step(s.next); err != nil {
+					return nil, err
+				}
+				now := time.Now()
+				s.passTime += now.Sub(t)
+				t = now
+				if s.next++; s.next == m.steps {
+					s.rates = append(s.rates, float64(events)/max(s.passTime, time.Nanosecond).Seconds())
+					s.next, s.passTime = 0, 0
+				}
+				if now.Sub(turnStart) >= turnDuration {
+					break
+				}
 			}
-			el := max(time.Since(t0), time.Nanosecond)
-			rates[i] = append(rates[i], float64(events)/el.Seconds())
 		}
 	}
-	out := make([]Rate, len(passes))
-	for i, rs := range rates {
-		out[i] = Rate{Passes: len(rs), EventsPerSec: median(rs)}
+	out := make([]Rate, len(members))
+	for i, s := range st {
+		out[i] = Rate{Passes: len(s.rates), EventsPerSec: median(s.rates)}
 	}
 	return out, nil
 }

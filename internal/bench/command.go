@@ -34,7 +34,7 @@ func Command(natives map[string]guest.Handler) *cobra.Command {
 events per second of one goroutine, the median of repeated passes over the events.
 
   bench handler  a module through the host against an in-memory read model
-  bench native   a Go example handler without WebAssembly (the baseline)
+  bench native   a Go example handler compiled into the host, without WebAssembly (the baseline)
   bench compare  a handler against a baseline doing the same work (ratio of events/s)
   bench e2e      journal append and a runner projecting into the embedded store (with
                  --native, again with the Go handler compiled in: the WebAssembly tax)
@@ -155,7 +155,16 @@ func handlerCommand(natives map[string]guest.Handler) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "handler --handler H.wasm [--handler H2.wasm] --events FILE",
 		Short: "Module compile/instantiate/memory costs and events/s by batch size, deadline on and off",
-		Args:  cobra.NoArgs,
+		Long: `handler measures each --handler module through the host against an in-memory read model:
+compile time (cold and warm cache), instantiate time and memory per instance, then events/s by
+batch size with the per-batch deadline on and off.
+
+For each batch size, the passes of every module (deadline on and off) and of the --native
+baseline run in one interleaved rotation, --duration per module and setting: every events/s of a
+batch size, and every wasm/native ratio, comes from the same time window. The native baseline is
+the Go handler compiled into the host and run through the same host path as the modules (batch
+encoding, reads, output decoding and document checks, the read model), without WebAssembly.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext(cmd)
 			defer stop()
@@ -169,50 +178,42 @@ func handlerCommand(natives map[string]guest.Handler) *cobra.Command {
 					return err
 				}
 			}
-			wasms := make([][]byte, len(handlers))
-			for i, p := range handlers {
+			o := HandlerOptions{Native: nh, NativeName: native}
+			for _, p := range handlers {
 				b, err := host.ReadModuleFile(p, host.DefaultMaxModuleFile)
 				if err != nil {
 					return err
 				}
-				wasms[i] = b
+				o.Modules = append(o.Modules, HandlerModule{Name: filepath.Base(p), WASM: b})
 			}
 			l, err := pf.load()
 			if err != nil {
 				return err
 			}
-			out, lg := cmd.OutOrStdout(), logger(cmd.ErrOrStderr())
-			var reps []*HandlerReport
-			for i, p := range handlers {
-				rep, err := MeasureHandler(ctx, HandlerOptions{
-					Name: filepath.Base(p), WASM: wasms[i], Events: l.events, BatchSizes: l.sizes,
-					Duration: pf.duration, Logger: lg,
-				})
-				if err != nil {
-					return err
-				}
+			out := cmd.OutOrStdout()
+			o.Events, o.BatchSizes, o.Duration, o.Logger = l.events, l.sizes, pf.duration, logger(cmd.ErrOrStderr())
+			res, err := MeasureHandlers(ctx, o)
+			if err != nil {
+				return err
+			}
+			for i, rep := range res.Modules {
 				if i > 0 {
 					fmt.Fprintln(out)
 				}
 				if err := WriteHandler(out, rep); err != nil {
 					return err
 				}
-				reps = append(reps, rep)
 			}
-			if nh == nil {
+			if res.Native == nil {
 				return nil
 			}
-			nrep, err := MeasureNative(ctx, native, nh, l.events, l.sizes, pf.duration)
-			if err != nil {
-				return err
-			}
 			fmt.Fprintln(out)
-			return WriteComparison(out, nrep, reps)
+			return WriteComparison(out, res.Native, res.Modules)
 		},
 	}
 	pf.register(cmd)
 	cmd.Flags().StringArrayVar(&handlers, "handler", nil, "handler module (.wasm); repeat to measure several")
-	cmd.Flags().StringVar(&native, "native", "", "also measure this Go handler natively and print wasm/native ratios ("+nativeNames(natives)+")")
+	cmd.Flags().StringVar(&native, "native", "", "also measure this Go handler compiled into the host, interleaved with the modules, and print wasm/native ratios ("+nativeNames(natives)+")")
 	return cmd
 }
 
@@ -221,8 +222,12 @@ func nativeCommand(natives map[string]guest.Handler) *cobra.Command {
 	var example string
 	cmd := &cobra.Command{
 		Use:   "native --events FILE [--example NAME]",
-		Short: "The native (no WebAssembly) baseline of a Go example handler, by batch size",
-		Args:  cobra.NoArgs,
+		Short: "The native baseline of a Go example handler (compiled into the host, through its handler path), by batch size",
+		Long: `native measures a Go example handler compiled into the host and run through the host's
+handler path (batch encoding, reads, output decoding and document checks, the read model), without
+WebAssembly: the baseline of bench handler --native, alone. For a wasm/native ratio use bench
+handler --native, which interleaves the baseline's passes with the modules'.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext(cmd)
 			defer stop()

@@ -14,10 +14,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/projhost/projhost/event"
+	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/plugins/examples/count"
+	"github.com/projhost/projhost/plugins/examples/flightdelays"
 	"github.com/projhost/projhost/readmodel"
 	"github.com/projhost/projhost/sdk/go/guest"
+	"github.com/projhost/projhost/source"
 )
 
 var natives = map[string]guest.Handler{"count": count.Handler}
@@ -54,6 +58,7 @@ func TestCommandArgumentErrors(t *testing.T) {
 		{"zero duration", []string{"handler", "--handler", "../../go.mod", "--events", ev, "--duration", "0s"}, "--duration 0s must be positive"},
 		{"zero repeat", []string{"native", "--events", ev, "--example", "count", "--repeat", "0"}, "--repeat 0 must be at least 1"},
 		{"unknown native", []string{"handler", "--handler", "../../go.mod", "--events", ev, "--native", "nope"}, `no native handler "nope" (available: count)`},
+		{"same module name", []string{"handler", "--handler", "../../go.mod", "--handler", "../../sdk/go/go.mod", "--events", ev}, `module name "go.mod" given twice`},
 		{"unknown example", []string{"native", "--events", ev}, `no native handler "flightdelays" (available: count)`},
 		{"e2e shards", []string{"e2e", "--handler", wasm, "--events", ev, "--shards", "4,0"}, `--shards: bench: bad argument: "0" in "4,0" is not a positive integer`},
 		{"e2e batch size", []string{"e2e", "--handler", wasm, "--events", ev, "--batch-size", "0"}, "--batch-size 0 must be at least 1"},
@@ -82,41 +87,180 @@ func number(t *testing.T, s string) float64 {
 	return f
 }
 
-// TestHandlerSmoke runs `bench handler` on count-as over flights-2k for a tiny duration and
-// checks the report's lines and that every figure is positive.
+// countASCopy returns the path of a copy of count-as.wasm named count-as2.wasm: a second module
+// that compiles fast under the race detector (count-go takes seconds).
+func countASCopy(t *testing.T) string {
+	b, err := os.ReadFile(testwasm.Path(t, testwasm.CountAS))
+	require.NoError(t, err)
+	p := filepath.Join(t.TempDir(), "count-as2.wasm")
+	require.NoError(t, os.WriteFile(p, b, 0o644))
+	return p
+}
+
+// TestHandlerSmoke runs `bench handler` on two modules (count-as and a copy) with the native
+// baseline over flights-2k for a tiny duration and checks the report's lines, that every figure
+// is positive, and that every wasm/native ratio is the module's rate over the native rate of
+// its batch size.
 func TestHandlerSmoke(t *testing.T) {
-	wasm := testwasm.Path(t, testwasm.CountAS)
-	out, err := runCommand(t, "handler", "--handler", wasm, "--events", flights(t, "flights-2k.json"),
-		"--batch-sizes", "1,100", "--duration", "10ms", "--native", "count")
+	out, err := runCommand(t, "handler", "--handler", testwasm.Path(t, testwasm.CountAS), "--handler", countASCopy(t),
+		"--events", flights(t, "flights-2k.json"), "--batch-sizes", "1,100", "--duration", "10ms", "--native", "count")
 	require.NoError(t, err)
 	t.Log("\n" + out)
 
-	assert.Contains(t, out, "handler count-as.wasm: 2,000 events per pass")
-	for _, label := range []string{"compile cold", "compile warm", "instantiate"} {
-		m := regexp.MustCompile(`(?m)^  ` + label + `\s+([0-9.]+) (µs|ms|s) `).FindStringSubmatch(out)
-		require.NotNil(t, m, label)
-		assert.Greater(t, number(t, m[1]), 0.0, label)
-	}
-	m := regexp.MustCompile(`(?m)^  guest memory\s+\S+ \S+\s+\((\d+) pages after a first batch of 100\)$`).FindStringSubmatch(out)
-	require.NotNil(t, m)
-	assert.Greater(t, number(t, m[1]), 0.0)
+	for _, name := range []string{"count-as.wasm", "count-as2.wasm"} {
+		i := strings.Index(out, "handler "+name+": 2,000 events per pass")
+		require.GreaterOrEqual(t, i, 0, name)
+		table := out[i:]
+		if j := strings.Index(table[1:], "\nhandler "); j >= 0 {
+			table = table[:j+1]
+		} else {
+			table = table[:strings.Index(table, "\ncount: ")]
+		}
+		for _, label := range []string{"compile cold", "compile warm", "instantiate"} {
+			m := regexp.MustCompile(`(?m)^  ` + label + `\s+([0-9.]+) (µs|ms|s) `).FindStringSubmatch(table)
+			require.NotNil(t, m, label)
+			assert.Greater(t, number(t, m[1]), 0.0, label)
+		}
+		m := regexp.MustCompile(`(?m)^  guest memory\s+\S+ \S+\s+\((\d+) pages after a first batch of 100\)$`).FindStringSubmatch(table)
+		require.NotNil(t, m)
+		assert.Greater(t, number(t, m[1]), 0.0)
 
-	rows := regexp.MustCompile(`(?m)^  (\d+)\s+(on|off)\s+([\d,]+)\s+(\d+)$`).FindAllStringSubmatch(out, -1)
-	require.Len(t, rows, 4, "batch x deadline rows")
-	for i, want := range [][2]string{{"1", "on"}, {"1", "off"}, {"100", "on"}, {"100", "off"}} {
-		assert.Equal(t, want[0], rows[i][1])
-		assert.Equal(t, want[1], rows[i][2])
-		assert.Greater(t, number(t, rows[i][3]), 0.0, "events/s")
-		assert.GreaterOrEqual(t, number(t, rows[i][4]), 1.0, "passes")
+		rows := regexp.MustCompile(`(?m)^  (\d+)\s+(on|off)\s+([\d,]+)\s+(\d+)$`).FindAllStringSubmatch(table, -1)
+		require.Len(t, rows, 4, "batch x deadline rows")
+		for i, want := range [][2]string{{"1", "on"}, {"1", "off"}, {"100", "on"}, {"100", "off"}} {
+			assert.Equal(t, want[0], rows[i][1])
+			assert.Equal(t, want[1], rows[i][2])
+			assert.Greater(t, number(t, rows[i][3]), 0.0, "events/s")
+			assert.GreaterOrEqual(t, number(t, rows[i][4]), 1.0, "passes")
+		}
 	}
 
-	cmp := regexp.MustCompile(`(?m)^  (\d+)\s+(native|count-as\.wasm)\s+(-|on|off)\s+([\d,]+)\s+([\d.]+)$`).FindAllStringSubmatch(out, -1)
-	require.Len(t, cmp, 6, "per batch size: native, deadline on, deadline off")
-	for _, r := range cmp {
-		assert.Greater(t, number(t, r[4]), 0.0)
-		assert.Greater(t, number(t, r[5]), 0.0)
+	i := strings.Index(out, "count: WebAssembly vs native, passes interleaved per batch size")
+	require.GreaterOrEqual(t, i, 0)
+	cmp := regexp.MustCompile(`(?m)^  (\d+)\s+(native|count-as2?\.wasm)\s+(-|on|off)\s+([\d,]+)\s+([\d.]+)$`).FindAllStringSubmatch(out[i:], -1)
+	require.Len(t, cmp, 10, "per batch size: native, then each module with the deadline on and off")
+	nativeRate := 0.0
+	for k, r := range cmp {
+		want := []string{"native", "count-as.wasm", "count-as.wasm", "count-as2.wasm", "count-as2.wasm"}[k%5]
+		assert.Equal(t, want, r[2])
+		assert.Equal(t, []string{"1", "100"}[k/5], r[1])
+		rate := number(t, r[4])
+		assert.Greater(t, rate, 0.0)
 		if r[2] == "native" {
+			assert.Equal(t, "-", r[3])
 			assert.Equal(t, "1.00", r[5])
+			nativeRate = rate
+			continue
+		}
+		assert.Equal(t, []string{"on", "off"}[(k%5-1)%2], r[3])
+		assert.InDelta(t, rate/nativeRate, number(t, r[5]), 0.006, "ratio of %s at batch %s", r[2], r[1])
+	}
+}
+
+// TestMeasureHandlersInterleaved: MeasureHandlers measures every module (deadline on and off)
+// and the native baseline of a batch size in one rotation: each gets a row per batch size, in
+// order, with a positive rate from at least one finished pass.
+func TestMeasureHandlersInterleaved(t *testing.T) {
+	evs, err := LoadEvents(flights(t, "flights-2k.json"), "origin", 1)
+	require.NoError(t, err)
+	wasm, err := os.ReadFile(testwasm.Path(t, testwasm.CountAS))
+	require.NoError(t, err)
+	mods := []HandlerModule{{Name: "a", WASM: wasm}, {Name: "b", WASM: wasm}}
+	res, err := MeasureHandlers(context.Background(), HandlerOptions{
+		Modules: mods, Native: count.Handler, NativeName: "count",
+		Events: evs, BatchSizes: []int{1000, 10}, Duration: 20 * time.Millisecond, InstantiateRuns: 1,
+	})
+	require.NoError(t, err)
+	require.Len(t, res.Modules, 2)
+	require.NotNil(t, res.Native)
+	assert.Equal(t, "count", res.Native.Name)
+	assert.Equal(t, 2000, res.Native.Events)
+	require.Len(t, res.Native.Rows, 2)
+	for i, size := range []int{1000, 10} {
+		n := res.Native.Rows[i]
+		assert.Equal(t, size, n.BatchSize)
+		assert.Greater(t, n.EventsPerSec, 0.0)
+		assert.GreaterOrEqual(t, n.Passes, 1)
+		for m, rep := range res.Modules {
+			assert.Equal(t, mods[m].Name, rep.Name)
+			require.Len(t, rep.Rows, 4)
+			for d, deadline := range []bool{true, false} {
+				r := rep.Rows[2*i+d]
+				assert.Equal(t, size, r.BatchSize)
+				assert.Equal(t, deadline, r.Deadline)
+				assert.Greater(t, r.EventsPerSec, 0.0)
+				assert.GreaterOrEqual(t, r.Passes, 1)
+			}
+		}
+	}
+
+	res, err = MeasureHandlers(context.Background(), HandlerOptions{Modules: mods[:1], Events: evs, BatchSizes: []int{100}, Duration: time.Millisecond, InstantiateRuns: 1})
+	require.NoError(t, err)
+	assert.Nil(t, res.Native, "no native baseline without HandlerOptions.Native")
+	require.Len(t, res.Modules, 1)
+	assert.Len(t, res.Modules[0].Rows, 2)
+}
+
+func TestHandlerOptionsErrors(t *testing.T) {
+	evs := []source.Event{{Seq: "1", PartitionKey: "k", Data: []byte(`{}`)}}
+	m := HandlerModule{Name: "a.wasm", WASM: []byte{0}}
+	for _, tc := range []struct {
+		name string
+		o    HandlerOptions
+		want string
+	}{
+		{"no module", HandlerOptions{Events: evs}, "no module"},
+		{"no name", HandlerOptions{Modules: []HandlerModule{{WASM: []byte{0}}}, Events: evs}, "a module and its name are required"},
+		{"same name", HandlerOptions{Modules: []HandlerModule{m, m}, Events: evs}, `module name "a.wasm" given twice`},
+		{"native without a name", HandlerOptions{Modules: []HandlerModule{m}, Native: count.Handler, Events: evs}, "the native handler needs a name"},
+		{"no events", HandlerOptions{Modules: []HandlerModule{m}}, "no events"},
+		{"bad batch size", HandlerOptions{Modules: []HandlerModule{m}, Events: evs, BatchSizes: []int{0}}, "batch size 0 is not positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := MeasureHandlers(context.Background(), tc.o)
+			require.ErrorIs(t, err, ErrArgs)
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// TestNativeModuleSameDocs: the native baseline (flightdelays compiled into the host, through
+// host.NewNativeModule and NativeGuests) writes the same read model as the Go and
+// AssemblyScript modules over flights-2k, in batches of 100 and of 1,000.
+func TestNativeModuleSameDocs(t *testing.T) {
+	ctx := context.Background()
+	evs, err := LoadEvents(flights(t, "flights-2k.json"), "origin", 1)
+	require.NoError(t, err)
+	rt, err := host.NewRuntime(ctx)
+	require.NoError(t, err)
+	defer rt.Close(ctx)
+	mods := []*host.Module{host.NewNativeModule("flightdelays", NativeGuests(flightdelays.Handler, nil), nil)}
+	for _, name := range []string{testwasm.FlightDelaysGo, testwasm.FlightDelaysAS} {
+		b, err := os.ReadFile(testwasm.Path(t, name))
+		require.NoError(t, err)
+		mod, err := rt.Load(ctx, name, b)
+		require.NoError(t, err)
+		defer mod.Close(ctx)
+		mods = append(mods, mod)
+	}
+	for _, size := range []int{100, 1000} {
+		var docs [][]event.Doc
+		for _, mod := range mods {
+			h := mod.NewHandler(host.TestShardID)
+			rm := host.NewMemReadModel()
+			for pass := range 2 { // the second pass reads and updates the first's documents
+				require.NoError(t, batches(evs, size, func(b []source.Event) error {
+					muts, err := h.Handle(ctx, b, rm)
+					rm.Apply(muts)
+					return err
+				}), "%s batch %d pass %d", mod.Name(), size, pass)
+			}
+			require.NoError(t, h.Close(ctx))
+			docs = append(docs, rm.Docs())
+		}
+		require.NotEmpty(t, docs[0])
+		for i := 1; i < len(docs); i++ {
+			assert.Equal(t, docs[0], docs[i], "%s batch %d: the native read model", mods[i].Name(), size)
 		}
 	}
 }
@@ -136,6 +280,8 @@ func TestMeasureNativeCount(t *testing.T) {
 		assert.GreaterOrEqual(t, r.Passes, 1)
 	}
 	_, err = MeasureNative(context.Background(), "count", nil, evs, nil, 0)
+	assert.ErrorIs(t, err, ErrArgs)
+	_, err = MeasureNative(context.Background(), "", count.Handler, evs, nil, 0)
 	assert.ErrorIs(t, err, ErrArgs)
 	_, err = MeasureNative(context.Background(), "count", count.Handler, nil, nil, 0)
 	assert.ErrorIs(t, err, ErrArgs)

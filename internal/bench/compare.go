@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
-	"runtime"
 	"text/tabwriter"
 	"time"
 
@@ -23,7 +22,8 @@ import (
 type CompareOptions struct {
 	Name, BaselineName string // module names in the report; required
 	WASM, BaselineWASM []byte // the modules; required
-	// Native and BaselineNative, when both are set, are also measured through guest.Native.
+	// Native and BaselineNative, when both are set, are also measured natively: compiled into
+	// the host and run through its Handler path (host.NewNativeModule with NativeGuests).
 	Native, BaselineNative guest.Handler
 	Events                 []source.Event // the events of one pass, all on host.TestShardID; at least one
 	BatchSizes             []int          // default DefaultBatchSizes
@@ -35,7 +35,7 @@ type CompareOptions struct {
 // the same interleaved rounds.
 type CompareRow struct {
 	BatchSize      int
-	Native         bool // through guest.Native; false: the modules, deadline on
+	Native         bool // the Go handlers compiled into the host; false: the modules, deadline on
 	Rate, Baseline Rate
 }
 
@@ -56,13 +56,13 @@ type CompareReport struct {
 
 // MeasureCompare measures, for every batch size, the two modules through host.Module/Handler
 // with the per-batch deadline on (as `bench handler`), then, when both Go handlers are given,
-// the two natively (as `bench native`). Each cell runs passes of the handler and the baseline
-// alternately for 2*Duration, after one untimed warm-up batch each, so a shared machine's load
-// falls on both alike; the ratio of their medians is the figure to read.
+// the two natively, through the same host path (host.NewNativeModule, as the baseline of
+// `bench handler --native`). Each cell runs passes of the handler and the baseline interleaved
+// in turns of 10 ms (measureInterleaved) for 2*Duration, after one untimed warm-up batch each, so a shared
+// machine's load falls on both alike; the ratio of their medians is the figure to read.
 //
 // Errors: ErrArgs for bad options, the host's errors (host.ErrInvalidModule, a
-// *host.HandlerError when a handler fails a batch), a failing native batch (wrapping
-// guest.ErrHandlerFailed), ctx's error.
+// *host.HandlerError when a handler, native or not, fails a batch), ctx's error.
 func MeasureCompare(ctx context.Context, o CompareOptions) (*CompareReport, error) {
 	if o.Name == "" || o.BaselineName == "" || len(o.WASM) == 0 || len(o.BaselineWASM) == 0 {
 		return nil, fmt.Errorf("%w: both modules and their names are required", ErrArgs)
@@ -103,33 +103,14 @@ func MeasureCompare(ctx context.Context, o CompareOptions) (*CompareReport, erro
 	if o.Native == nil {
 		return rep, nil
 	}
-	evs := guestEvents(o.Events)
+	natives := []*host.Module{
+		host.NewNativeModule(o.Name+" (native)", NativeGuests(o.Native, o.Logger), o.Logger),
+		host.NewNativeModule(o.BaselineName+" (native)", NativeGuests(o.BaselineNative, o.Logger), o.Logger),
+	}
 	for _, size := range sizes {
-		runtime.GC()
-		passes := make([]func() error, 2)
-		for i, h := range []guest.Handler{o.Native, o.BaselineNative} {
-			n := guest.NewNative(h)
-			run := func(b []guest.Event) error {
-				if _, err := n.Run(host.TestShardID, b); err != nil {
-					return fmt.Errorf("bench: compare native batch size %d: %w", size, err)
-				}
-				return nil
-			}
-			if err := run(evs[:min(size, len(evs))]); err != nil {
-				return nil, err
-			}
-			passes[i] = func() error {
-				for start := 0; start < len(evs); start += size {
-					if err := run(evs[start:min(start+size, len(evs))]); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-		}
-		rates, err := measureInterleaved(ctx, d, len(evs), passes...)
+		rates, err := measureThroughput(ctx, natives, o.Events, size, d)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("bench: compare native batch size %d: %w", size, err)
 		}
 		rep.Rows = append(rep.Rows, CompareRow{BatchSize: size, Native: true, Rate: rates[0], Baseline: rates[1]})
 	}
@@ -159,7 +140,12 @@ func compareCommand(natives map[string]guest.Handler) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "compare --handler H.wasm --baseline B.wasm --events FILE [--native N --native-baseline NB]",
 		Short: "A handler against a baseline doing the same work: events/s of both and their ratio, in WebAssembly and natively",
-		Args:  cobra.NoArgs,
+		Long: `compare measures a handler and a baseline doing the same work, per batch size, in interleaved
+passes (turns of 10 ms, --duration each), and prints both events/s and their ratio: the two modules with the
+per-batch deadline on, then, with --native and --native-baseline, the two Go handlers compiled
+into the host and run through the same host path as the modules (batch encoding, reads, output
+decoding and document checks, the read model), without WebAssembly.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext(cmd)
 			defer stop()

@@ -24,6 +24,7 @@ func TestCompareArgumentErrors(t *testing.T) {
 	}{
 		{"no baseline", []string{"compare", "--handler", "../../go.mod", "--events", ev}, "--handler and --baseline are required"},
 		{"one native", []string{"compare", "--handler", "a.wasm", "--baseline", "b.wasm", "--events", ev, "--native", "count"}, "give both --native and --native-baseline, or neither"},
+		{"unknown native", []string{"compare", "--handler", "a.wasm", "--baseline", "b.wasm", "--events", ev, "--native", "nope", "--native-baseline", "count"}, `no native handler "nope" (available: count)`},
 		{"unknown native baseline", []string{"compare", "--handler", "a.wasm", "--baseline", "b.wasm", "--events", ev, "--native", "count", "--native-baseline", "nope"}, `no native handler "nope" (available: count)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

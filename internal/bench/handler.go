@@ -10,24 +10,51 @@ import (
 	"time"
 
 	"github.com/projhost/projhost/host"
+	"github.com/projhost/projhost/sdk/go/guest"
 	"github.com/projhost/projhost/source"
 )
 
-// HandlerOptions configures MeasureHandler.
+// HandlerModule is one WebAssembly module of MeasureHandlers.
+type HandlerModule struct {
+	Name string // its name in the report, e.g. "count-as.wasm"; required, unique
+	WASM []byte // the module; required
+}
+
+// HandlerOptions configures MeasureHandlers.
 type HandlerOptions struct {
-	Name       string         // module name in the report, e.g. "count-as.wasm"; required
-	WASM       []byte         // the module; required
+	Modules []HandlerModule // the modules, reported in this order; at least one
+	// Native, when set, is the native baseline: a Go handler doing the modules' work, compiled
+	// into the host and run through the same host.Handler path as the modules
+	// (host.NewNativeModule with NativeGuests). NativeName names it in the report (required
+	// with Native).
+	Native     guest.Handler
+	NativeName string
 	Events     []source.Event // the events of one pass, all on host.TestShardID; at least one
 	BatchSizes []int          // events per Handle call; default DefaultBatchSizes
-	Duration   time.Duration  // measuring time per (batch size, deadline) cell; default DefaultDuration
+	// Duration is the measuring time per (batch size, module, deadline setting) cell, and for
+	// the native baseline per batch size; default DefaultDuration.
+	Duration time.Duration
 	// InstantiateRuns is how many fresh instances the instantiate time is the median of; default 5.
 	InstantiateRuns int
 	Logger          *slog.Logger // host and guest log output; default slog.Default()
 }
 
 func (o HandlerOptions) withDefaults() (HandlerOptions, error) {
-	if o.Name == "" || len(o.WASM) == 0 {
-		return o, fmt.Errorf("%w: a module and its name are required", ErrArgs)
+	if len(o.Modules) == 0 {
+		return o, fmt.Errorf("%w: no module", ErrArgs)
+	}
+	seen := map[string]bool{}
+	for _, m := range o.Modules {
+		if m.Name == "" || len(m.WASM) == 0 {
+			return o, fmt.Errorf("%w: a module and its name are required", ErrArgs)
+		}
+		if seen[m.Name] {
+			return o, fmt.Errorf("%w: module name %q given twice", ErrArgs, m.Name)
+		}
+		seen[m.Name] = true
+	}
+	if o.Native != nil && o.NativeName == "" {
+		return o, fmt.Errorf("%w: the native handler needs a name", ErrArgs)
 	}
 	var err error
 	if o.BatchSizes, o.Duration, err = runDefaults(len(o.Events), o.BatchSizes, o.Duration); err != nil {
@@ -72,7 +99,7 @@ type HandlerRow struct {
 	Rate
 }
 
-// HandlerReport is what MeasureHandler measured.
+// HandlerReport is what MeasureHandlers measured of one module.
 type HandlerReport struct {
 	Name   string
 	Events int // events per pass
@@ -96,88 +123,140 @@ type HandlerReport struct {
 	Rows []HandlerRow // batch sizes in the order given, deadline on then off
 }
 
-// MeasureHandler measures one module through host.Runtime/Module/Handler over opts.Events against
-// a host.MemReadModel, like host.Run: compile (cold and warm cache), instantiate and memory
-// costs, then, for every batch size with the deadline on and off, the median events/s of
-// repeated passes over the events for opts.Duration each (after one untimed warm-up batch; the
-// passes of the two settings alternate; each handler's read model keeps growing across passes,
-// as a long-running projection's would).
+// HandlersReport is what MeasureHandlers measured.
+type HandlersReport struct {
+	Modules []*HandlerReport // in the order of HandlerOptions.Modules
+	// Native is the native baseline's rates by batch size, measured in the same rounds as the
+	// modules' (nil without HandlerOptions.Native).
+	Native *NativeReport
+}
+
+// MeasureHandlers measures modules through host.Runtime/Module/Handler over opts.Events against
+// a host.MemReadModel, like host.Run. First, module by module, the compile (cold and warm cache),
+// instantiate and memory costs. Then, for every batch size, one interleaved rotation (see
+// measureInterleaved) over every module with the per-batch deadline on and off (WithTrusted)
+// and, with opts.Native, the native baseline, for opts.Duration per member: the members take
+// turns of 10 ms (whole batches), each going on with its passes over the events, so every rate
+// of a batch size (and every ratio of two of them, wasm/native included) comes from the same
+// moments of the machine. Each member runs in a fresh host.Handler with a read model of its
+// own, after one untimed warm-up batch; the read models keep growing across passes, as a
+// long-running projection's would. A rate is the median of the member's passes.
+//
+// The native baseline runs through the same host path as the modules: host.NewNativeModule
+// with NativeGuests (batch encoding, reads, output decoding and event.CheckDoc, the
+// MemReadModel), without WebAssembly, sandbox or deadline.
 //
 // Errors: ErrArgs for bad options, the host's errors (host.ErrInvalidModule, a
-// *host.HandlerError when the handler fails a batch), a temporary-directory error, ctx's error.
-func MeasureHandler(ctx context.Context, opts HandlerOptions) (*HandlerReport, error) {
+// *host.HandlerError when a handler fails a batch), a temporary-directory error, ctx's error.
+func MeasureHandlers(ctx context.Context, opts HandlerOptions) (*HandlersReport, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	rep := &HandlerReport{Name: opts.Name, Events: len(opts.Events)}
+	res := &HandlersReport{}
+	var mods []*host.Module // per module: deadline on, trusted; then the native one
+	for _, m := range opts.Modules {
+		rep, deadlineMod, trustedMod, closeAll, err := measureCosts(ctx, m, opts)
+		if err != nil {
+			return nil, err
+		}
+		defer closeAll()
+		res.Modules = append(res.Modules, rep)
+		mods = append(mods, deadlineMod, trustedMod)
+	}
+	if opts.Native != nil {
+		res.Native = &NativeReport{Name: opts.NativeName, Events: len(opts.Events)}
+		mods = append(mods, host.NewNativeModule(opts.NativeName, NativeGuests(opts.Native, opts.Logger), opts.Logger))
+	}
+	for _, size := range opts.BatchSizes {
+		rates, err := measureThroughput(ctx, mods, opts.Events, size, opts.Duration)
+		if err != nil {
+			return nil, fmt.Errorf("bench: batch size %d: %w", size, err)
+		}
+		for i, rep := range res.Modules {
+			rep.Rows = append(rep.Rows,
+				HandlerRow{BatchSize: size, Deadline: true, Rate: rates[2*i]},
+				HandlerRow{BatchSize: size, Deadline: false, Rate: rates[2*i+1]})
+		}
+		if res.Native != nil {
+			res.Native.Rows = append(res.Native.Rows, NativeRow{BatchSize: size, Rate: rates[len(rates)-1]})
+		}
+	}
+	return res, nil
+}
+
+// measureCosts measures m's compile, instantiate and memory costs and returns them with the
+// module loaded with the deadline on and trusted, on a runtime that closeAll closes with them.
+func measureCosts(ctx context.Context, m HandlerModule, opts HandlerOptions) (rep *HandlerReport, deadlineMod, trustedMod *host.Module, closeAll func(), err error) {
+	rep = &HandlerReport{Name: m.Name, Events: len(opts.Events)}
 	cacheDir, err := os.MkdirTemp("", "projhost-bench-cache-")
 	if err != nil {
-		return nil, fmt.Errorf("bench: compilation cache dir: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("bench: compilation cache dir: %w", err)
 	}
-	defer os.RemoveAll(cacheDir)
+	var closers []func()
+	closeStarted := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeStarted()
+		}
+	}()
+	closers = append(closers, func() { os.RemoveAll(cacheDir) })
+	bg := context.WithoutCancel(ctx)
 
 	// Cold: a new runtime on an empty cache directory.
 	rt, err := host.NewRuntime(ctx, host.WithCacheDir(cacheDir), host.WithLogger(opts.Logger))
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, nil, err
 	}
 	t0 := time.Now()
-	mod, err := rt.Load(ctx, opts.Name, opts.WASM)
+	mod, err := rt.Load(ctx, m.Name, m.WASM)
 	rep.CompileCold = time.Since(t0)
 	if err != nil {
 		rt.Close(ctx)
-		return nil, err
+		return nil, nil, nil, nil, err
 	}
 	mod.Close(ctx)
 	if err := rt.Close(ctx); err != nil {
-		return nil, fmt.Errorf("bench: closing runtime: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("bench: closing runtime: %w", err)
 	}
 
 	// Warm: a new runtime on the same directory; this one runs the rest.
-	rt, err = host.NewRuntime(ctx, host.WithCacheDir(cacheDir), host.WithLogger(opts.Logger))
-	if err != nil {
-		return nil, err
+	if rt, err = host.NewRuntime(ctx, host.WithCacheDir(cacheDir), host.WithLogger(opts.Logger)); err != nil {
+		return nil, nil, nil, nil, err
 	}
-	defer rt.Close(context.WithoutCancel(ctx))
+	closers = append(closers, func() { rt.Close(bg) })
 	t0 = time.Now()
-	deadlineMod, err := rt.Load(ctx, opts.Name, opts.WASM)
+	deadlineMod, err = rt.Load(ctx, m.Name, m.WASM)
 	rep.CompileWarm = time.Since(t0)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, nil, err
 	}
-	defer deadlineMod.Close(context.WithoutCancel(ctx))
-	trustedMod, err := rt.Load(ctx, opts.Name, opts.WASM, host.WithTrusted(true))
-	if err != nil {
-		return nil, err
+	closers = append(closers, func() { deadlineMod.Close(bg) })
+	if trustedMod, err = rt.Load(ctx, m.Name, m.WASM, host.WithTrusted(true)); err != nil {
+		return nil, nil, nil, nil, err
 	}
-	defer trustedMod.Close(context.WithoutCancel(ctx))
+	closers = append(closers, func() { trustedMod.Close(bg) })
 
 	if rep.Instantiate, err = measureInstantiate(ctx, deadlineMod, opts.Events[0], opts.InstantiateRuns); err != nil {
-		return nil, err
+		return nil, nil, nil, nil, err
 	}
 	rep.MemBatch = min(slices.Max(opts.BatchSizes), len(opts.Events))
 	if rep.GuestMemory, rep.HeapDelta, err = measureMemory(ctx, deadlineMod, opts.Events[:rep.MemBatch]); err != nil {
-		return nil, err
+		return nil, nil, nil, nil, err
 	}
-
-	for _, size := range opts.BatchSizes {
-		rates, err := measureThroughput(ctx, []*host.Module{deadlineMod, trustedMod}, opts.Events, size, opts.Duration)
-		if err != nil {
-			return nil, fmt.Errorf("bench: %s batch size %d: %w", opts.Name, size, err)
-		}
-		rep.Rows = append(rep.Rows,
-			HandlerRow{BatchSize: size, Deadline: true, Rate: rates[0]},
-			HandlerRow{BatchSize: size, Deadline: false, Rate: rates[1]})
-	}
-	return rep, nil
+	return rep, deadlineMod, trustedMod, closeStarted, nil
 }
 
 // measureThroughput runs passes of events in batches of size through a fresh handler of each
-// module, interleaved (see measureInterleaved), and returns the modules' rates in order.
+// module, interleaved a batch at a time (see measureInterleaved), and returns the modules'
+// rates in order.
 func measureThroughput(ctx context.Context, mods []*host.Module, events []source.Event, size int, d time.Duration) ([]Rate, error) {
 	runtime.GC()
-	passes := make([]func() error, len(mods))
+	members := make([]member, len(mods))
 	for i, mod := range mods {
 		h := mod.NewHandler(host.TestShardID)
 		defer h.Close(context.WithoutCancel(ctx))
@@ -194,9 +273,12 @@ func measureThroughput(ctx context.Context, mods []*host.Module, events []source
 		if err := handle(events[:min(size, len(events))]); err != nil {
 			return nil, err
 		}
-		passes[i] = func() error { return batches(events, size, handle) }
+		members[i] = member{
+			steps: (len(events) + size - 1) / size,
+			step:  func(b int) error { return handle(events[b*size : min((b+1)*size, len(events))]) },
+		}
 	}
-	return measureInterleaved(ctx, d, len(events), passes...)
+	return measureInterleaved(ctx, d, len(events), members...)
 }
 
 // measureInstantiate returns the median over runs fresh handlers of (first Handle of a 1-event

@@ -28,10 +28,10 @@ func WriteHandler(w io.Writer, rep *HandlerReport) error {
 	return tw.Flush()
 }
 
-// WriteNative prints the native baseline alone: batch size -> events/s.
+// WriteNative prints the native baseline alone (MeasureNative): batch size -> events/s.
 func WriteNative(w io.Writer, rep *NativeReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "native %s (guest.Native, no WebAssembly): %s events per pass, events/s = median of passes\n", rep.Name, group(int64(rep.Events)))
+	fmt.Fprintf(tw, "native %s (compiled into the host, the host's handler path without WebAssembly): %s events per pass, events/s = median of passes\n", rep.Name, group(int64(rep.Events)))
 	fmt.Fprintln(tw, "  batch\tevents/s\tpasses")
 	for _, r := range rep.Rows {
 		fmt.Fprintf(tw, "  %d\t%s\t%d\n", r.BatchSize, group(int64(r.EventsPerSec+0.5)), r.Passes)
@@ -41,10 +41,11 @@ func WriteNative(w io.Writer, rep *NativeReport) error {
 
 // WriteComparison prints, for each batch size of native, the native rate and every module's
 // rate at that batch size (deadline on and off) with its ratio to native (wasm/native).
-// Modules without that batch size are left out of its rows.
+// Modules without that batch size are left out of its rows. The ratios mean what they say when
+// the rates come from one interleaved rotation per batch size, as MeasureHandlers measures them.
 func WriteComparison(w io.Writer, native *NativeReport, reps []*HandlerReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "%s: WebAssembly vs native (events/s, median of passes; ratio = wasm/native)\n", native.Name)
+	fmt.Fprintf(tw, "%s: WebAssembly vs native, passes interleaved per batch size (events/s = median of passes; native = compiled into the host, same host path; ratio = wasm/native)\n", native.Name)
 	fmt.Fprintln(tw, "  batch\tbuild\tdeadline\tevents/s\twasm/native")
 	for _, n := range native.Rows {
 		fmt.Fprintf(tw, "  %d\tnative\t-\t%s\t1.00\n", n.BatchSize, group(int64(n.EventsPerSec+0.5)))
