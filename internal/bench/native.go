@@ -59,13 +59,9 @@ func MeasureNative(ctx context.Context, name string, h guest.Handler, events []s
 // host, the native baseline of the bench commands. The host checks the documents as for a
 // module, so the runner does not (guest.WithDocValidation(false)).
 //
-// The runner is not quite a module's guest: guest.Native takes no read function, so the
-// handler's reads are answered from the runner's own copy of what the handler wrote (a map
-// lookup), not through NativeRead and the host's read model; and RunBatch decodes its output
-// once more to apply it to that copy (a copy of every put document), work a module does not do.
-// In the benchmarks (an empty read model, every document written by the one handler of a
-// shard) the copy answers what the host's read model would, so the documents are the same.
-// Reading through NativeRead needs a read hook in the SDK's Native.
+// Like a module's guest, the runner reads through NativeRead (the host's read model) and hands
+// its output back encoded, for the host to check and apply (guest.Native.RunBatchWith): its own
+// store is not used.
 type sdkGuest struct {
 	n  *guest.Native
 	mu *sync.Mutex // held while the handler runs (NativeGuests)
@@ -85,10 +81,10 @@ func NativeGuests(h guest.Handler, logger *slog.Logger) func(shardID string) hos
 }
 
 // HandleBatch implements host.NativeGuest.
-func (g *sdkGuest) HandleBatch(batch []byte, _ host.NativeRead) ([]byte, string) {
+func (g *sdkGuest) HandleBatch(batch []byte, read host.NativeRead) ([]byte, string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out, err := g.n.RunBatch(batch)
+	out, err := g.n.RunBatchWith(batch, read)
 	if err != nil {
 		return nil, err.Error()
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/projhost/projhost/sdk/go/guest"
+	"github.com/projhost/projhost/sdk/go/internal/abi"
 )
 
 func events(keys ...string) []guest.Event {
@@ -229,6 +230,68 @@ func TestNativeAppliesAndReusesState(t *testing.T) {
 	}
 	if d, _ := fail.Get("counts", "a"); string(d) != `{"count":1}` {
 		t.Fatalf("counts/a = %s after a failed batch", d)
+	}
+}
+
+// TestNativeRunBatchWith: with a host's read function, the handler's reads go to it (once per
+// key and batch, a document too large for the buffer asked again), its output comes back
+// encoded and is not applied, and the Native's own store is neither read nor changed.
+func TestNativeRunBatchWith(t *testing.T) {
+	h := func(b *guest.Batch) error {
+		for b.Next() {
+			ev := b.Event()
+			var n int64
+			if d, ok := b.Read("counts", ev.PartitionKey); ok {
+				n, _ = guest.JSONInt(d, "count")
+			}
+			o := guest.NewObject(nil)
+			o.Int("count", n+1).Str("pad", strings.Repeat("x", 5000))
+			b.Put("counts", ev.PartitionKey, o.Bytes())
+		}
+		return nil
+	}
+	host := map[string]string{"counts/a": `{"count":41,"pad":"` + strings.Repeat("y", 9000) + `"}`}
+	var asked []string
+	read := func(coll, key, buf []byte) int {
+		asked = append(asked, string(coll)+"/"+string(key))
+		d, ok := host[string(coll)+"/"+string(key)]
+		if !ok {
+			return -1
+		}
+		copy(buf, d)
+		return len(d)
+	}
+	n := guest.NewNative(h)
+	n.Set("counts", "a", []byte(`{"count":1000}`)) // must not be read
+	batch, err := abi.AppendBatch(nil, "s", events("a", "b", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := n.RunBatchWith(batch, read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"counts/a", "counts/a", "counts/b"}; strings.Join(asked, " ") != strings.Join(want, " ") {
+		t.Errorf("reads %q, want %q (the 9,000-byte document asked again with a larger buffer)", asked, want)
+	}
+	var ms []guest.Mutation
+	if err := abi.DecodeOutput(out, nil, func(m guest.Mutation) error { ms = append(ms, m); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	got := muts(ms)
+	pad := strings.Repeat("x", 5000)
+	if want := []mut{{"put", "counts", "a", `{"count":43,"pad":"` + pad + `"}`}, {"put", "counts", "b", `{"count":1,"pad":"` + pad + `"}`}}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("output %v, want %v", got, want)
+	}
+	if d, _ := n.Get("counts", "a"); string(d) != `{"count":1000}` {
+		t.Errorf("the Native's store changed: counts/a = %s", d)
+	}
+	if _, ok := n.Get("counts", "b"); ok {
+		t.Error("the Native's store got counts/b")
+	}
+	fail := guest.NewNative(func(*guest.Batch) error { return errors.New("no") })
+	if _, err := fail.RunBatchWith(batch, read); !errors.Is(err, guest.ErrHandlerFailed) || !strings.Contains(err.Error(), "no") {
+		t.Errorf("failing handler: err = %v, want ErrHandlerFailed with its message", err)
 	}
 }
 

@@ -47,6 +47,8 @@ type Native struct {
 	batch    Batch
 	enc      []byte
 	muts     []Mutation
+	hostRead func(collection, key, buf []byte) int // RunBatchWith's read, during its call
+	colls    map[string][]byte                     // collection names as bytes, for hostRead
 }
 
 // NewNative returns a Native running h (nil: the handler registered with Handle) over an empty
@@ -111,6 +113,25 @@ func (n *Native) RunBatch(batch []byte) ([]byte, error) {
 		} else if c := n.store[string(m.Collection)]; c != nil {
 			delete(c, string(m.Key))
 		}
+	}
+	return out, nil
+}
+
+// RunBatchWith is RunBatch for a host that keeps the read model itself, as projhost's host does
+// for a handler compiled into it (host.NewNativeModule): the handler's reads go to read (the
+// projhost.read import: copy collection/key's document into buf when it fits, return its length
+// or -1), and its output is returned encoded (ABI.md §4; nil: no mutations; valid until the next
+// call), neither decoded nor applied to this Native's store, which the call neither reads nor
+// changes. Errors: ErrHandlerFailed (wrapped, with the handler's message) when the batch failed.
+func (n *Native) RunBatchWith(batch []byte, read func(collection, key, buf []byte) int) ([]byte, error) {
+	n.hostRead = read
+	defer func() { n.hostRead = nil }()
+	out, msg := n.batch.run(n.h, batch)
+	if msg != "" {
+		if len(msg) > abi.MaxMessageLen {
+			msg = msg[:abi.MaxMessageLen]
+		}
+		return nil, fmt.Errorf("%w: %s", ErrHandlerFailed, msg)
 	}
 	return out, nil
 }
@@ -180,6 +201,17 @@ func (h nativeHost) log(level Level, msg string) {
 }
 
 func (h nativeHost) read(collection string, key []byte, buf []byte) int32 {
+	if r := h.n.hostRead; r != nil {
+		c, ok := h.n.colls[collection]
+		if !ok {
+			if h.n.colls == nil {
+				h.n.colls = map[string][]byte{}
+			}
+			c = []byte(collection)
+			h.n.colls[collection] = c
+		}
+		return int32(r(c, key, buf))
+	}
 	p, ok := h.n.store[collection][string(key)]
 	if !ok {
 		return -1
