@@ -327,11 +327,16 @@ func sameString(a, b string) bool {
 	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
+// bytesString returns b's bytes as a string without copying them, for comparisons and parsing
+// that must not allocate: TinyGo copies string(b) even in a comparison, a heap allocation that
+// feeds its GC on every call. The string must not be kept: it changes with b.
+func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
 // find returns the entries index of key in collection ci, or -1 when the batch has not touched
 // it, and the key's hash.
 func (b *Batch) find(ci int32, key []byte) (int32, uint32) {
 	if b.last >= 0 {
-		if e := &b.entries[b.last]; e.coll == ci && e.key == string(key) {
+		if e := &b.entries[b.last]; e.coll == ci && e.key == bytesString(key) {
 			return b.last, e.hash
 		}
 	}
@@ -345,7 +350,7 @@ func (b *Batch) find(ci int32, key []byte) (int32, uint32) {
 		if s == 0 {
 			return -1, h
 		}
-		if e := &b.entries[s-1]; e.hash == h && e.coll == ci && e.key == string(key) {
+		if e := &b.entries[s-1]; e.hash == h && e.coll == ci && e.key == bytesString(key) {
 			b.last = s - 1
 			return s - 1, h
 		}

@@ -44,7 +44,7 @@ func JSONFloat(data []byte, key string) (float64, bool) {
 	if !ok || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
 		return 0, false
 	}
-	f, err := strconv.ParseFloat(string(v), 64)
+	f, err := strconv.ParseFloat(bytesString(v), 64) // strconv copies what its error keeps
 	return f, err == nil
 }
 
@@ -130,10 +130,10 @@ func jsonField(data []byte, key string) (val []byte, plain, ok bool) {
 
 func keyEqual(raw []byte, plain bool, key string) bool {
 	if plain {
-		return string(raw) == key
+		return bytesString(raw) == key
 	}
 	var tmp [128]byte
-	return string(unescapeJSON(tmp[:0], raw)) == key
+	return bytesString(unescapeJSON(tmp[:0], raw)) == key
 }
 
 func skipWS(data []byte, i int) int {
@@ -291,7 +291,7 @@ func skipValue(data []byte, i, depth int) int {
 }
 
 func skipLiteral(data []byte, i int, lit string) int {
-	if len(data)-i < len(lit) || string(data[i:i+len(lit)]) != lit {
+	if len(data)-i < len(lit) || bytesString(data[i:i+len(lit)]) != lit {
 		return -1
 	}
 	return i + len(lit)
