@@ -8,8 +8,13 @@ let found: bool = false;
 const reader = new JsonReader();
 const writer = new JsonWriter();
 
-/** Returns a buffer of n bytes for the next probe's input. */
+/**
+ * Returns a buffer of n bytes for the next probe's input. Built with `--runtime minimal`, this
+ * module is not a handler (the library's projhost_handle collects garbage), so it collects here,
+ * at the start of each probe, where nothing lives only on the stack.
+ */
 export function alloc(n: i32): usize {
+  if (ASC_RUNTIME == 1) __collect(); // 1: Runtime.Minimal
   input = new ArrayBuffer(n);
   return changetype<usize>(input);
 }
