@@ -160,6 +160,23 @@ func TestHandlerSmoke(t *testing.T) {
 // TestMeasureHandlersInterleaved: MeasureHandlers measures every module (deadline on and off)
 // and the native baseline of a batch size in one rotation: each gets a row per batch size, in
 // order, with a positive rate from at least one finished pass.
+// TestHandlerFailingModule: a module that fails its first batch (flightdelays over events
+// without a delay) ends bench handler with the handler's error, not a panic, and leaves no
+// compilation cache directory behind.
+func TestHandlerFailingModule(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	events := filepath.Join(t.TempDir(), "nodelay.ndjson")
+	require.NoError(t, os.WriteFile(events, []byte(`{"origin":"DTW","destination":"LAS"}`+"\n"), 0o644))
+	_, err := runCommand(t, "handler", "--handler", testwasm.Path(t, testwasm.FlightDelaysAS),
+		"--events", events, "--key-field", "origin", "--batch-sizes", "1", "--duration", "10ms")
+	require.Error(t, err)
+	assert.ErrorIs(t, err, host.ErrHandlerFailed)
+	assert.Contains(t, err.Error(), `field "delay" missing`)
+	left, _ := filepath.Glob(filepath.Join(tmp, "projhost-bench-cache-*"))
+	assert.Empty(t, left, "compilation cache directories left behind")
+}
+
 func TestMeasureHandlersInterleaved(t *testing.T) {
 	evs, err := LoadEvents(flights(t, "flights-2k.json"), "origin", 1)
 	require.NoError(t, err)

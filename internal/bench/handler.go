@@ -235,11 +235,13 @@ func measureCosts(ctx context.Context, m HandlerModule, opts HandlerOptions) (re
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	closers = append(closers, func() { deadlineMod.Close(bg) })
+	dm := deadlineMod // the closers keep the modules: an error return sets the results to nil
+	closers = append(closers, func() { dm.Close(bg) })
 	if trustedMod, err = rt.Load(ctx, m.Name, m.WASM, host.WithTrusted(true)); err != nil {
 		return nil, nil, nil, nil, err
 	}
-	closers = append(closers, func() { trustedMod.Close(bg) })
+	tm := trustedMod
+	closers = append(closers, func() { tm.Close(bg) })
 
 	if rep.Instantiate, err = measureInstantiate(ctx, deadlineMod, opts.Events[0], opts.InstantiateRuns); err != nil {
 		return nil, nil, nil, nil, err
