@@ -62,10 +62,12 @@ $(WASM_DIR)/flightdelays-go-lenient.wasm: $(GUEST_GO_SRC) $(filter-out %_test.go
 # 0.42.0 is installed into $(TINYGO_DIR) by tools/tinygo/install.sh (`make tinygo`; Debian
 # packages and the Go module proxy, about a minute). Not part of `make wasm` yet.
 # -buildmode=c-shared makes a WASI reactor (exports _initialize, no _start); -scheduler=none
-# drops the asyncify pass (a handler has no goroutines that block); -no-debug drops DWARF.
+# drops the asyncify pass (a handler has no goroutines that block); -no-debug drops DWARF; -opt=2
+# optimizes for speed (wasip1's default is -opt=z, size): flightdelays 1.2-1.25x events/s at batch
+# 100 and 1000 (two interleaved bench handler runs), for a module of 178 KB instead of 141 KB.
 TINYGO_DIR := build/tinygo
 TINYGO := $(TINYGO_DIR)/bin/tinygo
-TINYGO_WASM_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none
+TINYGO_WASM_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -opt=2
 TINYGO_MODULES := $(foreach e,$(EXAMPLES),$(WASM_DIR)/$(e)-tinygo.wasm) $(WASM_DIR)/flightdelays-tinygo-tuned.wasm
 
 .PHONY: tinygo wasm-tinygo

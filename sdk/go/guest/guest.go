@@ -53,7 +53,7 @@
 // built with either toolchain:
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o handler.wasm .
-//	tinygo build -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -o handler.wasm .
+//	tinygo build -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -opt=2 -o handler.wasm .
 //
 // The package implements the ABI exports (projhost_abi_v1, projhost_alloc, projhost_handle) and
 // calls the host imports (projhost.log, projhost.fail, projhost.read) when built for wasip1. Built
