@@ -8,7 +8,8 @@
 // Throughputs are wall-clock events per second of one goroutine (one core), measured over
 // repeated passes over the events until a duration elapses, and reported as the median of the
 // passes. Measurements compared with each other (wasm/native, deadline on/off, handler/baseline)
-// run interleaved, in turns of 10 ms, so that they sample the same moments of the machine. Numbers depend on the machine and its load; they are printed, never asserted.
+// run interleaved, in turns of 10 ms, so that they sample the same moments of the machine.
+// Numbers depend on the machine and its load; they are printed, never asserted.
 //
 // Nothing in the package is safe for concurrent use unless said otherwise: benchmarks run one at
 // a time.
@@ -108,16 +109,6 @@ type Rate struct {
 	Passes       int     // timed passes (at least 1)
 }
 
-// measure calls pass (which handles events events) repeatedly until d has elapsed, at least
-// once, and returns the median rate of the passes. The first error, or ctx's end, stops it.
-func measure(ctx context.Context, d time.Duration, events int, pass func() error) (Rate, error) {
-	rs, err := measureInterleaved(ctx, d, events, member{steps: 1, step: func(int) error { return pass() }})
-	if err != nil {
-		return Rate{}, err
-	}
-	return rs[0], nil
-}
-
 // turnDuration is how long a member of measureInterleaved runs before the next member's turn.
 const turnDuration = 10 * time.Millisecond
 
@@ -205,14 +196,4 @@ func median[T float64 | time.Duration](xs []T) T {
 		return xs[m]
 	}
 	return (xs[m-1] + xs[m]) / 2
-}
-
-// batches calls fn with consecutive slices of at most size events of evs.
-func batches(evs []source.Event, size int, fn func([]source.Event) error) error {
-	for start := 0; start < len(evs); start += size {
-		if err := fn(evs[start:min(start+size, len(evs))]); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -371,3 +371,13 @@ func TestCPUProfile(t *testing.T) {
 		"--cpuprofile", filepath.Join(t.TempDir(), "missing", "cpu.pprof"))
 	assert.ErrorContains(t, err, "--cpuprofile: ")
 }
+
+// batches calls fn with consecutive slices of at most size events of evs.
+func batches(evs []source.Event, size int, fn func([]source.Event) error) error {
+	for start := 0; start < len(evs); start += size {
+		if err := fn(evs[start:min(start+size, len(evs))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -54,29 +54,26 @@ func MeasureNative(ctx context.Context, name string, h guest.Handler, events []s
 	return rep, nil
 }
 
-// sdkGuest runs a Go handler through the SDK's native runner (guest.Native.RunBatch:
+// sdkGuest runs a Go handler through the SDK's native runner (guest.Native.RunBatchWith:
 // projhost_handle without WebAssembly) as a host.NativeGuest: the handler compiled into the
-// host, the native baseline of the bench commands. The host checks the documents as for a
-// module, so the runner does not (guest.WithDocValidation(false)).
-//
-// Like a module's guest, the runner reads through NativeRead (the host's read model) and hands
-// its output back encoded, for the host to check and apply (guest.Native.RunBatchWith): its own
-// store is not used.
+// host, the native baseline of the bench commands. Like a module's guest, it reads through
+// NativeRead (the host's read model) and hands its output back encoded, for the host to check
+// and apply; the Native's own store is not used.
 type sdkGuest struct {
 	n  *guest.Native
 	mu *sync.Mutex // held while the handler runs (NativeGuests)
 }
 
 // NativeGuests returns the maker of host.NewNativeModule's guests (E2EOptions.Native) for h:
-// guests that run h through the SDK's native runner (see sdkGuest), logging to logger. They run h one at a time: the SDK's handlers keep
-// their state in package variables (each WebAssembly instance has its own), so natively one
+// guests that run h through the SDK's native runner (see sdkGuest), logging to logger. They
+// run h one at a time: the SDK's handlers keep their state in package variables (each WebAssembly instance has its own), so natively one
 // Native at a time may run a handler. With several shards on several cores this leaves the
 // native runs less parallel than the module's: a wasm/native ratio flatters WebAssembly by up
 // to the handler's share of the pipeline's time.
 func NativeGuests(h guest.Handler, logger *slog.Logger) func(shardID string) host.NativeGuest {
 	var mu sync.Mutex
 	return func(string) host.NativeGuest {
-		return &sdkGuest{n: guest.NewNative(h, guest.WithDocValidation(false), guest.WithLogger(logger)), mu: &mu}
+		return &sdkGuest{n: guest.NewNative(h, guest.WithLogger(logger)), mu: &mu}
 	}
 }
 

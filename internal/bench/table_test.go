@@ -74,6 +74,15 @@ func TestMedian(t *testing.T) {
 	assert.Equal(t, 15*time.Millisecond, median([]time.Duration{10 * time.Millisecond, 30 * time.Millisecond, 20 * time.Millisecond, 10 * time.Millisecond}))
 }
 
+// measure is measureInterleaved with one member whose pass is one step.
+func measure(ctx context.Context, d time.Duration, events int, pass func() error) (Rate, error) {
+	rs, err := measureInterleaved(ctx, d, events, member{steps: 1, step: func(int) error { return pass() }})
+	if err != nil {
+		return Rate{}, err
+	}
+	return rs[0], nil
+}
+
 func TestMeasure(t *testing.T) {
 	calls := 0
 	r, err := measure(context.Background(), 0, 100, func() error { calls++; return nil })

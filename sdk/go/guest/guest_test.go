@@ -190,8 +190,10 @@ func TestNativeBatch(t *testing.T) {
 	}
 }
 
-func TestNativeAppliesAndReusesState(t *testing.T) {
-	h := func(b *guest.Batch) error {
+// counter is a handler counting each partition key's events in counts/<key>: {"count":N}, with
+// a "pad" field of pad when it is not empty.
+func counter(pad string) guest.Handler {
+	return func(b *guest.Batch) error {
 		for b.Next() {
 			ev := b.Event()
 			var n int64
@@ -200,10 +202,17 @@ func TestNativeAppliesAndReusesState(t *testing.T) {
 			}
 			o := guest.NewObject(nil)
 			o.Int("count", n+1)
+			if pad != "" {
+				o.Str("pad", pad)
+			}
 			b.Put("counts", ev.PartitionKey, o.Bytes())
 		}
 		return nil
 	}
+}
+
+func TestNativeAppliesAndReusesState(t *testing.T) {
+	h := counter("")
 	n := guest.NewNative(h)
 	for range 3 {
 		if _, err := n.Run("s", events("a", "b", "a", "c", "a")); err != nil {
@@ -237,19 +246,7 @@ func TestNativeAppliesAndReusesState(t *testing.T) {
 // key and batch, a document too large for the buffer asked again), its output comes back
 // encoded and is not applied, and the Native's own store is neither read nor changed.
 func TestNativeRunBatchWith(t *testing.T) {
-	h := func(b *guest.Batch) error {
-		for b.Next() {
-			ev := b.Event()
-			var n int64
-			if d, ok := b.Read("counts", ev.PartitionKey); ok {
-				n, _ = guest.JSONInt(d, "count")
-			}
-			o := guest.NewObject(nil)
-			o.Int("count", n+1).Str("pad", strings.Repeat("x", 5000))
-			b.Put("counts", ev.PartitionKey, o.Bytes())
-		}
-		return nil
-	}
+	h := counter(strings.Repeat("x", 5000))
 	host := map[string]string{"counts/a": `{"count":41,"pad":"` + strings.Repeat("y", 9000) + `"}`}
 	var asked []string
 	read := func(coll, key, buf []byte) int {

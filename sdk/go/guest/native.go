@@ -88,19 +88,16 @@ func (n *Native) Run(shardID string, events []Event) ([]Mutation, error) {
 // next Run or RunBatch. Errors as Run's; a malformed batch fails as in WebAssembly, with
 // ErrHandlerFailed and a message starting "guest: cannot decode batch".
 func (n *Native) RunBatch(batch []byte) ([]byte, error) {
-	out, msg := n.batch.run(n.h, batch)
-	if msg != "" {
-		if len(msg) > abi.MaxMessageLen {
-			msg = msg[:abi.MaxMessageLen]
-		}
-		return nil, fmt.Errorf("%w: %s", ErrHandlerFailed, msg)
+	out, err := n.handle(batch)
+	if err != nil {
+		return nil, err
 	}
 	n.muts = n.muts[:0]
 	var valid func([]byte) error
 	if n.validate {
 		valid = validObject
 	}
-	err := abi.DecodeOutput(out, valid, func(m Mutation) error {
+	err = abi.DecodeOutput(out, valid, func(m Mutation) error {
 		n.muts = append(n.muts, m)
 		return nil
 	})
@@ -126,6 +123,12 @@ func (n *Native) RunBatch(batch []byte) ([]byte, error) {
 func (n *Native) RunBatchWith(batch []byte, read func(collection, key, buf []byte) int) ([]byte, error) {
 	n.hostRead = read
 	defer func() { n.hostRead = nil }()
+	return n.handle(batch)
+}
+
+// handle runs the handler over batch and returns its encoded output, or ErrHandlerFailed with
+// its message (cut to the ABI's limit).
+func (n *Native) handle(batch []byte) ([]byte, error) {
 	out, msg := n.batch.run(n.h, batch)
 	if msg != "" {
 		if len(msg) > abi.MaxMessageLen {
