@@ -170,13 +170,15 @@ export class Batch {
   private collNames: Array<string> = [];
   private collBytes: Array<ArrayBuffer> = [];
   keys: BytesIndex = new BytesIndex();
-  docOff: Array<i32> = []; // -1: absent or deleted
-  docLen: Array<i32> = [];
-  dirty: Array<bool> = [];
-  typed: Array<Doc | null> = []; // the entry's document, held by a State
+  // Per entry (index e of keys), in arrays of room for entriesCap entries grown by hand (an
+  // entry is then stores, not pushes): its document in arena (docOff -1: absent or deleted),
+  // whether the batch changed it, and its typed document if a State holds it.
+  docOff: StaticArray<i32> = new StaticArray<i32>(64);
+  docLen: StaticArray<i32> = new StaticArray<i32>(64);
+  dirty: StaticArray<bool> = new StaticArray<bool>(64);
+  typed: StaticArray<Doc | null> = new StaticArray<Doc | null>(64);
   arena: ArrayBuffer = new ArrayBuffer(4096);
   arenaLen: i32 = 0;
-  private ckey: ArrayBuffer = new ArrayBuffer(64); // composite key scratch
   readBuf: ArrayBuffer = new ArrayBuffer(4096);
   readLen: i32 = -1; // entry(ci, kp, kl, true) of a new key: what the host returned (-1: none)
   private reader: JsonReader = new JsonReader(); // readDoc's
@@ -423,15 +425,12 @@ export class Batch {
         "\": want 1..1024 bytes of UTF-8 without NUL");
       return -1;
     }
-    if (kl + 4 > this.ckey.byteLength) this.ckey = grownBuffer(this.ckey, 0, kl + 4);
-    const ck = changetype<usize>(this.ckey);
-    store<u32>(ck, <u32>ci);
-    memory.copy(ck + 4, kp, kl);
-    e = keys.addHashed(ck, kl + 4, keys.lastHash);
-    this.docOff.push(-1);
-    this.docLen.push(0);
-    this.dirty.push(false);
-    this.typed.push(null);
+    if (keys.size == this.docOff.length) this.growEntries();
+    e = keys.addPrefixed(<u32>ci, kp, kl, keys.lastHash);
+    unchecked(this.docOff[e] = -1);
+    unchecked(this.docLen[e] = 0);
+    unchecked(this.dirty[e] = false);
+    unchecked(this.typed[e] = null);
     if (!ask) return e;
     // Ask the host (ABI.md §5: once per key and batch).
     const cb = unchecked(this.collBytes[ci]);
@@ -448,6 +447,21 @@ export class Batch {
       this.readLen = n;
     }
     return e;
+  }
+
+  /** Doubles the room of the per-entry arrays, keeping the entries of this batch. */
+  private growEntries(): void {
+    const n = this.docOff.length, c = n << 1;
+    const off = new StaticArray<i32>(c), len = new StaticArray<i32>(c), dirty = new StaticArray<bool>(c);
+    const typed = new StaticArray<Doc | null>(c);
+    memory.copy(changetype<usize>(off), changetype<usize>(this.docOff), <usize>n << 2);
+    memory.copy(changetype<usize>(len), changetype<usize>(this.docLen), <usize>n << 2);
+    memory.copy(changetype<usize>(dirty), changetype<usize>(this.dirty), <usize>n);
+    for (let i = 0; i < n; i++) unchecked(typed[i] = unchecked(this.typed[i])); // stores the collector sees
+    this.docOff = off;
+    this.docLen = len;
+    this.dirty = dirty;
+    this.typed = typed;
   }
 
   /** Whether entry e is held by a State (then op, a Batch method, is misuse). */
@@ -480,10 +494,6 @@ export class Batch {
       this.collBytes.length = 0;
     }
     this.keys.reset();
-    this.docOff.length = 0;
-    this.docLen.length = 0;
-    this.dirty.length = 0;
-    this.typed.length = 0;
     this.arenaLen = 0;
     this.lastKey = null;
     this.decodeError = null;
@@ -654,10 +664,14 @@ class Output {
   len: i32 = 0;
   private w: JsonWriter = new JsonWriter();
 
-  reserve(n: i32): usize {
-    if (this.len + n > this.buf.byteLength) this.buf = grownBuffer(this.buf, this.len, this.len + n);
+  // @ts-ignore: decorator
+  @inline reserve(n: i32): usize {
+    if (this.len + n > this.buf.byteLength) this.grow(n);
     return changetype<usize>(this.buf) + <usize>this.len;
   }
+
+  /** Makes room for n more bytes (reserve's rare path, kept out of line). */
+  private grow(n: i32): void { this.buf = grownBuffer(this.buf, this.len, this.len + n); }
 
   write(batch: Batch): void {
     this.len = 0;

@@ -211,11 +211,16 @@ export class Key extends Bytes {
     return this;
   }
 
-  private reserve(n: i32): usize {
-    if (this.len + n > this.buf.byteLength) this.buf = grownBuffer(this.buf, this.len, this.len + n);
-    this.ptr = changetype<usize>(this.buf);
-    return this.ptr + <usize>this.len;
+  // @ts-ignore: decorator
+  @inline private reserve(n: i32): usize {
+    if (this.len + n > this.buf.byteLength) this.grow(n);
+    const p = changetype<usize>(this.buf);
+    this.ptr = p;
+    return p + <usize>this.len;
   }
+
+  /** Makes room for n more bytes (reserve's rare path, kept out of line). */
+  private grow(n: i32): void { this.buf = grownBuffer(this.buf, this.len, this.len + n); }
 }
 
 /** Writes v in decimal at p (room for 20 bytes) and returns the number of bytes. */
@@ -223,6 +228,7 @@ function writeInt(p: usize, v: i64): i32 {
   let u: u64 = v < 0 ? <u64>(-v) : <u64>v; // -MIN wraps to 2^63, right as u64
   let sign = 0;
   if (v < 0) { store<u8>(p++, 0x2D); sign = 1; }
+  if (u <= <u64>u32.MAX_VALUE) return sign + writeU32(p, <u32>u);
   let nd = 1;
   let t = u;
   while (t >= 10) { t /= 10; nd++; }
@@ -234,19 +240,160 @@ function writeInt(p: usize, v: i64): i32 {
   return nd + sign;
 }
 
-// Static strings (the names a handler reads, as literals) known to be ASCII, by address: a
-// direct-mapped cache, so that JsonReader checks a name once. Only strings below __heap_base
-// (the module's data) are cached: they never move or change.
-const asciiNames = new StaticArray<usize>(64);
+// "00" to "99", two ASCII digits per entry, for writeU32.
+const DIGIT_PAIRS = digitPairs();
 
-/** Whether the name s is ASCII (see asciiNames). */
-function asciiName(s: string): bool {
-  const p = changetype<usize>(s);
-  const slot = <i32>(p >> 4) & 63;
-  if (unchecked(asciiNames[slot]) == p) return true;
-  const a = isAscii(s);
-  if (a && p < __heap_base) unchecked(asciiNames[slot] = p);
+function digitPairs(): StaticArray<u16> {
+  const a = new StaticArray<u16>(100);
+  for (let i: u32 = 0; i < 100; i++) unchecked(a[i] = <u16>((0x30 + i / 10) | ((0x30 + i % 10) << 8)));
   return a;
+}
+
+/**
+ * writeInt for x < 2^32, two digits per step. Divisions by a constant are multiplications here:
+ * binaryen leaves `x / 100` a division, which wazero compiles to a div instruction (tens of
+ * cycles each). x * 0x51EB851F >> 37 is x / 100 for every u32 x (the multiplier is
+ * ceil(2^37 / 100); checked for all 2^32 values when this was written).
+ */
+function writeU32(p: usize, x: u32): i32 {
+  const nd = decimalDigits(x);
+  let q = p + <usize>nd;
+  while (x >= 100) {
+    const t = <u32>((<u64>x * 0x51EB851F) >> 37);
+    q -= 2;
+    store<u16>(q, unchecked(DIGIT_PAIRS[x - t * 100]));
+    x = t;
+  }
+  if (x >= 10) {
+    store<u16>(q - 2, unchecked(DIGIT_PAIRS[x]));
+  } else {
+    store<u8>(q - 1, 0x30 + x);
+  }
+  return nd;
+}
+
+/** The number of decimal digits of x. */
+function decimalDigits(x: u32): i32 {
+  if (x < 100000) {
+    if (x < 100) return x < 10 ? 1 : 2;
+    return x < 1000 ? 3 : x < 10000 ? 4 : 5;
+  }
+  if (x < 10000000) return x < 1000000 ? 6 : 7;
+  return x < 100000000 ? 8 : x < 1000000000 ? 9 : 10;
+}
+
+// The names a JsonReader looks up, as bytes. Static strings (literals, below __heap_base: they
+// never move or change) that are ASCII are encoded once, in an open-addressing table by address
+// (rnAddrs: 0 empty) whose bytes are in rnBuf at rnOffs (8-aligned, 8 bytes of padding after
+// each, for keyBytesEqual; -1: not ASCII). Other ASCII names are encoded per lookup into nameBytes.
+let rnAddrs = new StaticArray<usize>(64);
+let rnOffs = new StaticArray<i32>(64);
+let rnCount = 0;
+let rnBuf = new ArrayBuffer(512);
+let rnLen = 0;
+const nameBytes = new Scratch();
+
+// readerName's results: the name's bytes and length.
+let rnPtr: usize = 0;
+let rnKeyLen: i32 = 0;
+
+/**
+ * Sets rnPtr and rnKeyLen to the ASCII bytes of the name s (rnPtr then has 8 readable bytes
+ * past every prefix of rnKeyLen rounded down to 8); false if s is not ASCII.
+ */
+// @ts-ignore: decorator
+@inline function readerName(s: string): bool {
+  const kp = changetype<usize>(s);
+  if (kp < __heap_base) { // a hit at its first slot, inline
+    const i = <i32>((<u32>(kp >> 1) * 0x9E3779B1) >> 16) & (rnAddrs.length - 1);
+    if (unchecked(rnAddrs[i]) == kp) {
+      const o = unchecked(rnOffs[i]);
+      if (o < 0) return false; // not ASCII
+      rnPtr = changetype<usize>(rnBuf) + <usize>o;
+      rnKeyLen = s.length;
+      return true;
+    }
+  }
+  return readerNameSlow(s);
+}
+
+/** readerName past its inline first probe. */
+function readerNameSlow(s: string): bool {
+  const kp = changetype<usize>(s);
+  if (kp >= __heap_base) {
+    if (!isAscii(s)) return false;
+    const n = s.length;
+    const p = nameBytes.ptr(n + 8);
+    for (let i = 0; i < n; i++) store<u8>(p + <usize>i, load<u16>(kp + (<usize>i << 1)));
+    rnPtr = p;
+    rnKeyLen = n;
+    return true;
+  }
+  const mask = rnAddrs.length - 1;
+  let i = <i32>((<u32>(kp >> 1) * 0x9E3779B1) >> 16) & mask;
+  while (true) {
+    const a = unchecked(rnAddrs[i]);
+    if (a == kp) {
+      const o = unchecked(rnOffs[i]);
+      if (o < 0) return false; // not ASCII
+      rnPtr = changetype<usize>(rnBuf) + <usize>o;
+      rnKeyLen = s.length;
+      return true;
+    }
+    if (a == 0) break;
+    i = (i + 1) & mask;
+  }
+  if ((rnCount + 1) * 2 > rnAddrs.length) {
+    const addrs = rnAddrs, offs = rnOffs;
+    rnAddrs = new StaticArray<usize>(addrs.length << 1);
+    rnOffs = new StaticArray<i32>(addrs.length << 1);
+    const m = rnAddrs.length - 1;
+    for (let k = 0; k < addrs.length; k++) {
+      const ak = unchecked(addrs[k]);
+      if (ak == 0) continue;
+      let j = <i32>((<u32>(ak >> 1) * 0x9E3779B1) >> 16) & m;
+      while (unchecked(rnAddrs[j]) != 0) j = (j + 1) & m;
+      unchecked(rnAddrs[j] = ak);
+      unchecked(rnOffs[j] = unchecked(offs[k]));
+    }
+    return readerNameSlow(s);
+  }
+  rnCount++;
+  unchecked(rnAddrs[i] = kp);
+  if (!isAscii(s)) {
+    unchecked(rnOffs[i] = -1);
+    return false;
+  }
+  const n = s.length, room = ((n + 7) & ~7) + 8;
+  if (rnLen + room > rnBuf.byteLength) rnBuf = grownBuffer(rnBuf, rnLen, rnLen + room);
+  const p = changetype<usize>(rnBuf) + <usize>rnLen;
+  for (let k = 0; k < n; k++) store<u8>(p + <usize>k, load<u16>(kp + (<usize>k << 1)));
+  unchecked(rnOffs[i] = rnLen);
+  rnLen += room;
+  rnPtr = p;
+  rnKeyLen = n;
+  return true;
+}
+
+/**
+ * Whether the n bytes at a equal the n bytes at b, which has 8 readable bytes past every
+ * multiple of 8 below n (readerName); a's bytes end at or before end, the end of the object.
+ * Compares eight bytes at a time.
+ */
+// @ts-ignore: decorator
+@inline function keyBytesEqual(a: usize, b: usize, n: i32, end: usize): bool {
+  if (n >= 8) {
+    let i = 0;
+    for (; i + 8 <= n; i += 8) {
+      if (load<u64>(a + <usize>i) != load<u64>(b + <usize>i)) return false;
+    }
+    return i == n || load<u64>(a + <usize>(n - 8)) == load<u64>(b + <usize>(n - 8));
+  }
+  if (a + 8 <= end) return ((load<u64>(a) ^ load<u64>(b)) & ((<u64>1 << (<u64>n << 3)) - 1)) == 0;
+  for (let i = 0; i < n; i++) {
+    if (load<u8>(a + <usize>i) != load<u8>(b + <usize>i)) return false;
+  }
+  return true;
 }
 
 /** Whether every UTF-16 unit of s is below 0x80 (four at a time). */
@@ -446,15 +593,16 @@ export class JsonReader {
 
   /** The index of the first member named key, or -1. */
   private field(key: string): i32 {
-    if (!asciiName(key)) return this.fieldSlow(key);
-    const kl = key.length;
+    if (!readerName(key)) return this.fieldSlow(key);
+    const np = rnPtr, kl = rnKeyLen;
+    const end = this.ptr + <usize>this.len;
     const n = this.n;
     if (n > 0 && (kl == 0 || this.anyKey ||
-      (this.sigs & keySig(kl, load<u16>(changetype<usize>(key)), load<u16>(changetype<usize>(key) + (<usize>(kl - 1) << 1)))) != 0)) {
+      (this.sigs & keySig(kl, load<u8>(np), load<u8>(np + <usize>(kl - 1)))) != 0)) {
       for (let i = 0; i < n; i++) {
         const s = this.at(i, 0), e = this.at(i, 1);
         if (unchecked(this.fl[i]) & 1) {
-          if (<i32>(e - s) == kl && asciiEqual(s, kl, key)) return i;
+          if (<i32>(e - s) == kl && keyBytesEqual(s, np, kl, end)) return i;
         } else if (this.keyIs(i, key)) {
           return i;
         }
@@ -462,7 +610,7 @@ export class JsonReader {
     }
     for (let i = this.scanNext(); i >= 0; i = this.scanNext()) {
       if (mKeyPlain) {
-        if (<i32>(mKeyEnd - mKeyStart) == kl && asciiEqual(mKeyStart, kl, key)) return i;
+        if (<i32>(mKeyEnd - mKeyStart) == kl && keyBytesEqual(mKeyStart, np, kl, end)) return i;
       } else if (this.keyIs(i, key)) {
         return i;
       }
@@ -573,26 +721,59 @@ function nextMember(i: usize, end: usize): usize {
   mKeyStart = i + 1;
   mKeyEnd = j - 1;
   mKeyPlain = scanPlain;
-  i = skipWS(j, end);
-  if (i >= end || load<u8>(i) != 0x3A) return 0;
-  i = skipWS(i + 1, end);
+  if (j < end && load<u8>(j) == 0x3A) { // the colon right after the key: the common case
+    i = j + 1;
+  } else {
+    i = skipWS(j, end);
+    if (i >= end || load<u8>(i) != 0x3A) return 0;
+    i++;
+  }
+  i = skipWS(i, end);
   mValStart = i;
   mValPlain = false;
-  if (i < end && load<u8>(i) == 0x22) {
+  if (i >= end) return 0;
+  const v = <u32>load<u8>(i);
+  if (v == 0x22) {
     j = scanString(i, end);
     if (j == 0) return 0;
     mValPlain = scanPlain;
+  } else if (v - 0x30 < 10 || v == 0x2D) {
+    j = skipNumberFast(i, end);
   } else {
     j = skipValue(i, end, 1); // the object itself is level 1
-    if (j == 0) return 0;
   }
+  if (j == 0) return 0;
   mValEnd = j;
-  i = skipWS(j, end);
-  if (i >= end) return 0;
-  const c = load<u8>(i);
-  if (c != 0x2C && c != 0x7D) return 0;
+  if (j >= end) return 0;
+  let c = load<u8>(j);
+  if (c != 0x2C && c != 0x7D) { // whitespace before the separator
+    j = skipWS(j, end);
+    if (j >= end) return 0;
+    c = load<u8>(j);
+    if (c != 0x2C && c != 0x7D) return 0;
+  }
   mLast = c == 0x7D;
-  return mLast ? i : skipWS(i + 1, end);
+  return mLast ? j : skipWS(j + 1, end);
+}
+
+/**
+ * skipNumber for the number at p (a digit or '-'), with a fast path for integers without a
+ * leading zero: their digits are only skipped; any other number goes through skipNumber.
+ */
+// @ts-ignore: decorator
+@inline function skipNumberFast(p: usize, end: usize): usize {
+  let q = p;
+  if (load<u8>(q) == 0x2D) q++;
+  if (q >= end || <u32>load<u8>(q) - 0x31 >= 9) return skipNumber(p, end); // '0', or no digit
+  q++;
+  let c: u32 = 0;
+  while (q < end) {
+    c = <u32>load<u8>(q);
+    if (c - 0x30 >= 10) break;
+    q++;
+  }
+  if (q < end && (c == 0x2E || (c | 0x20) == 0x65)) return skipNumber(p, end); // a fraction or exponent
+  return q;
 }
 
 // scanString's second result: the string has neither escapes nor invalid UTF-8.
@@ -903,10 +1084,14 @@ export class JsonWriter {
     return out;
   }
 
-  private reserve(n: i32): usize {
-    if (this.len + n > this.buf.byteLength) this.buf = grownBuffer(this.buf, this.len, this.len + n);
+  // @ts-ignore: decorator
+  @inline private reserve(n: i32): usize {
+    if (this.len + n > this.buf.byteLength) this.grow(n);
     return changetype<usize>(this.buf) + <usize>this.len;
   }
+
+  /** Makes room for n more bytes (reserve's rare path, kept out of line). */
+  private grow(n: i32): void { this.buf = grownBuffer(this.buf, this.len, this.len + n); }
 
   private byte(c: u32): void {
     store<u8>(this.reserve(1), c);
@@ -1141,21 +1326,20 @@ export class JsonFields {
  */
 export class BytesIndex {
   private slots: StaticArray<i32> = new StaticArray<i32>(64); // index + 1; 0 = empty
-  private offs: Array<i32> = [];
-  private lens: Array<i32> = [];
-  private hashes: Array<u32> = [];
+  // Per key i, at 3i: its offset in the arena, its length and its hash. One array grown by
+  // hand rather than three Arrays: an add is then stores, not pushes.
+  private meta: StaticArray<i32> = new StaticArray<i32>(96);
+  private n: i32 = 0;
   private arena: ArrayBuffer = new ArrayBuffer(256);
   private arenaLen: i32 = 0;
 
   /** The number of keys. */
-  get size(): i32 { return this.offs.length; }
+  get size(): i32 { return this.n; }
 
   /** Removes every key. */
   reset(): void {
-    if (this.offs.length > 0) memory.fill(changetype<usize>(this.slots), 0, <usize>this.slots.length << 2);
-    this.offs.length = 0;
-    this.lens.length = 0;
-    this.hashes.length = 0;
+    if (this.n > 0) memory.fill(changetype<usize>(this.slots), 0, <usize>this.slots.length << 2);
+    this.n = 0;
     this.arenaLen = 0;
   }
 
@@ -1167,13 +1351,14 @@ export class BytesIndex {
     const h = fnv(p, n);
     this.lastHash = h;
     const mask = this.slots.length - 1;
+    const meta = this.meta;
     let s = <i32>h & mask;
     while (true) {
       const v = unchecked(this.slots[s]);
       if (v == 0) return -1;
-      const i = v - 1;
-      if (unchecked(this.hashes[i]) == h && unchecked(this.lens[i]) == n &&
-        memory.compare(changetype<usize>(this.arena) + <usize>unchecked(this.offs[i]), p, n) == 0) return i;
+      const i = v - 1, m = i * 3;
+      if (<u32>unchecked(meta[m + 2]) == h && unchecked(meta[m + 1]) == n &&
+        memory.compare(changetype<usize>(this.arena) + <usize>unchecked(meta[m]), p, n) == 0) return i;
       s = (s + 1) & mask;
     }
     return -1;
@@ -1181,20 +1366,21 @@ export class BytesIndex {
 
   /**
    * The index of the key made of the 4 bytes of prefix (little-endian) then p..p+n, or -1,
-   * without building it; lastHash is then its hash, for addHashed. Its hash is not find's:
+   * without building it; lastHash is then its hash, for addPrefixed. Its hash is not find's:
    * keys added that way are found by findPrefixed only.
    */
   findPrefixed(prefix: u32, p: usize, n: i32): i32 {
     const h = fnvMore(2166136261 ^ (prefix * 0x9E3779B1), p, n);
     this.lastHash = h;
     const mask = this.slots.length - 1;
+    const meta = this.meta;
     let s = <i32>h & mask;
     while (true) {
       const v = unchecked(this.slots[s]);
       if (v == 0) return -1;
-      const i = v - 1;
-      if (unchecked(this.hashes[i]) == h && unchecked(this.lens[i]) == n + 4) {
-        const q = changetype<usize>(this.arena) + <usize>unchecked(this.offs[i]);
+      const i = v - 1, m = i * 3;
+      if (<u32>unchecked(meta[m + 2]) == h && unchecked(meta[m + 1]) == n + 4) {
+        const q = changetype<usize>(this.arena) + <usize>unchecked(meta[m]);
         if (load<u32>(q) == prefix && memory.compare(q + 4, p, n) == 0) return i;
       }
       s = (s + 1) & mask;
@@ -1207,21 +1393,58 @@ export class BytesIndex {
 
   /** add with the key's hash h (lastHash after a find of the same key). */
   addHashed(p: usize, n: i32, h: u32): i32 {
-    const i = this.offs.length;
-    if ((i + 1) * 2 > this.slots.length) this.grow();
-    if (this.arenaLen + n > this.arena.byteLength) this.arena = grownBuffer(this.arena, this.arenaLen, this.arenaLen + n);
-    memory.copy(changetype<usize>(this.arena) + <usize>this.arenaLen, p, n);
-    this.offs.push(this.arenaLen);
-    this.lens.push(n);
-    this.hashes.push(h);
-    this.arenaLen += n;
-    this.insert(h, i);
-    return i;
+    const q = this.room(n);
+    memory.copy(q, p, n);
+    return this.added(n, h);
+  }
+
+  /**
+   * Adds the key made of the 4 bytes of prefix then p..p+n, which must not be present, with its
+   * hash h (lastHash after findPrefixed of the same key), and returns its index.
+   */
+  addPrefixed(prefix: u32, p: usize, n: i32, h: u32): i32 {
+    const q = this.room(n + 4);
+    store<u32>(q, prefix);
+    memory.copy(q + 4, p, n);
+    return this.added(n + 4, h);
   }
 
   /** The bytes of key i (valid until the next add). */
-  keyPtr(i: i32): usize { return changetype<usize>(this.arena) + <usize>this.offs[i]; }
-  keyLen(i: i32): i32 { return this.lens[i]; }
+  keyPtr(i: i32): usize { return changetype<usize>(this.arena) + <usize>unchecked(this.meta[this.at(i)]); }
+  keyLen(i: i32): i32 { return unchecked(this.meta[this.at(i) + 1]); }
+
+  /** The meta offset of key i; a RangeError if there is no key i. */
+  // @ts-ignore: decorator
+  @inline private at(i: i32): i32 {
+    if (<u32>i >= <u32>this.n) noKey(i);
+    return i * 3;
+  }
+
+  /** Where the next key of n bytes goes in the arena (grown if need be). */
+  private room(n: i32): usize {
+    if (this.arenaLen + n > this.arena.byteLength) this.arena = grownBuffer(this.arena, this.arenaLen, this.arenaLen + n);
+    return changetype<usize>(this.arena) + <usize>this.arenaLen;
+  }
+
+  /** Records the key of n bytes just copied to room(n), with hash h; returns its index. */
+  private added(n: i32, h: u32): i32 {
+    const i = this.n;
+    if ((i + 1) * 2 > this.slots.length) this.grow();
+    let meta = this.meta;
+    const m = i * 3;
+    if (m + 3 > meta.length) {
+      const bigger = new StaticArray<i32>(meta.length << 1);
+      memory.copy(changetype<usize>(bigger), changetype<usize>(meta), <usize>m << 2);
+      this.meta = meta = bigger;
+    }
+    unchecked(meta[m] = this.arenaLen);
+    unchecked(meta[m + 1] = n);
+    unchecked(meta[m + 2] = <i32>h);
+    this.arenaLen += n;
+    this.n = i + 1;
+    this.insert(h, i);
+    return i;
+  }
 
   private insert(h: u32, i: i32): void {
     const mask = this.slots.length - 1;
@@ -1232,8 +1455,12 @@ export class BytesIndex {
 
   private grow(): void {
     this.slots = new StaticArray<i32>(this.slots.length << 1);
-    for (let i = 0, n = this.offs.length; i < n; i++) this.insert(unchecked(this.hashes[i]), i);
+    for (let i = 0, n = this.n; i < n; i++) this.insert(<u32>unchecked(this.meta[i * 3 + 2]), i);
   }
+}
+
+function noKey(i: i32): void {
+  throw new RangeError("BytesIndex: no key " + i.toString());
 }
 
 function fnv(p: usize, n: i32): u32 { return fnvMore(2166136261, p, n); }

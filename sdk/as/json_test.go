@@ -47,7 +47,7 @@ func newProbe(tb testing.TB) *probe {
 		tb.Fatal(err)
 	}
 	p := &probe{mod: mod, fn: map[string]api.Function{}}
-	for _, n := range []string{"alloc", "lastFound", "resultPtr", "resultLen", "probeInt", "probeBool", "probeString", "probeText", "probeRaw", "probeSeq", "write", "writeLiterals"} {
+	for _, n := range []string{"alloc", "lastFound", "resultPtr", "resultLen", "probeInt", "probeBool", "probeString", "probeText", "probeRaw", "probeSeq", "write", "writeLiterals", "readLiterals"} {
 		if p.fn[n] = mod.ExportedFunction(n); p.fn[n] == nil {
 			tb.Fatalf("probe module lacks %s", n)
 		}
@@ -270,8 +270,59 @@ func TestWriterAgreesWithGo(t *testing.T) {
 		{"max_delay", "x", -1, true},
 		{"n", "1000000000000000000", 1000000000000000000, false},
 	}
+	// The writer's integer paths: two digits per step below 2^32, division above.
+	for _, i := range []int64{1, 9, 10, 11, 99, 100, 101, 999, 1000, 9999, 10000, 99999, 100000,
+		999999, 1000000, 9999999, 10000000, 99999999, 100000000, 999999999, 1000000000,
+		math.MaxUint32 - 1, math.MaxUint32, math.MaxUint32 + 1, 1<<40 + 7, math.MaxInt64 - 1} {
+		tests = append(tests, struct {
+			k, v string
+			i    int64
+			b    bool
+		}{"i", "", i, false}, struct {
+			k, v string
+			i    int64
+			b    bool
+		}{"i", "", -i, true})
+	}
 	for _, tt := range tests {
 		p.compareWrite(t, tt.k, tt.v, tt.i, tt.b)
+	}
+}
+
+// TestReaderLiteralNamesAgreeWithGo: names that are string literals, which the reader encodes
+// once (testdata/jsonprobe.ts readLiterals: more names than its first table holds, non-ASCII
+// names, names of 0 to 19 bytes), find what the Go SDK finds: in objects that hold all of them,
+// some, names that differ in one byte, and members at the very end of the object.
+func TestReaderLiteralNamesAgreeWithGo(t *testing.T) {
+	p := newProbe(t)
+	names := []string{"\"q\\u", "ключ", "tab\t", "😀", "", "a", "abcdefg", "abcdefgh", "abcdefghi", "destination_airport"}
+	for i := range 40 {
+		names = append(names, fmt.Sprintf("k%02d", i))
+	}
+	objects := []string{`{}`, `{"k00":1}`, `{"abcdefgh":8,"abcdefghi":9,"abcdefg":7}`,
+		`{"abcdefgX":1,"abcdefgX":2,"abcdefghX":3,"Xbcdefgh":4,"destination_airporT":5,"k40":6}`,
+		`{"a":1}`, `{"a" : 1 , "":2}`, `{"destination_airport":19}`, `{"k39":39,"k00":0}`}
+	all := guest.NewObject(nil)
+	for i, n := range names {
+		all.Int(n, int64(i*7-3))
+	}
+	objects = append(objects, string(all.Bytes()))
+	for _, obj := range objects {
+		var want strings.Builder
+		for range 2 {
+			for _, n := range names {
+				if v, ok := guest.JSONInt([]byte(obj), n); ok {
+					fmt.Fprintf(&want, "%d,", v)
+				} else {
+					want.WriteString("x,")
+				}
+			}
+		}
+		p.input(t, []byte(obj))
+		p.call(t, "readLiterals", uint64(len(obj)))
+		if got, _ := p.result(t); string(got) != want.String() {
+			t.Errorf("object %s:\nAS reader %s\nGo reader %s", obj, got, want.String())
+		}
 	}
 }
 

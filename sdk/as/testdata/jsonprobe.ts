@@ -143,3 +143,67 @@ export function writeLiterals(): void {
   result = out.buffer;
   found = true;
 }
+
+// readLiterals reads the object at 0..dl with string-literal names (JsonReader encodes a literal
+// name once, in a table that grows past 32 names; non-ASCII names take the slow path) and
+// returns "v," per name: its integer value, or x when not found. Each name is read twice, the
+// second time among the members already scanned.
+export function readLiterals(dl: i32): void {
+  let out = "";
+  for (let pass = 0; pass < 2; pass++) {
+    const r = pass == 0 ? reader.reset(changetype<usize>(input), dl) : reader;
+    let v: i64 = 0;
+  v = r.getInt("\"q\\u", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("ключ", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("tab\t", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("😀", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("a", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("abcdefg", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("abcdefgh", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("abcdefghi", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("destination_airport", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k00", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k01", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k02", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k03", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k04", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k05", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k06", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k07", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k08", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k09", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k10", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k11", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k12", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k13", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k14", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k15", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k16", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k17", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k18", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k19", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k20", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k21", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k22", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k23", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k24", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k25", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k26", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k27", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k28", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k29", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k30", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k31", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k32", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k33", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k34", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k35", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k36", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k37", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k38", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k39", -1); out += (r.found ? v.toString() : "x") + ",";
+  }
+  result = String.UTF8.encode(out);
+  found = true;
+}
