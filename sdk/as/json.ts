@@ -282,6 +282,21 @@ function decimalDigits(x: u32): i32 {
   return x < 100000000 ? 8 : x < 1000000000 ? 9 : 10;
 }
 
+/**
+ * The slot of address a in addrs, an open-addressing table of addresses (0: empty; a power of
+ * two long, at most half full): a's slot, or the empty slot where it goes.
+ */
+function addrSlot(addrs: StaticArray<usize>, a: usize): i32 {
+  const mask = addrs.length - 1;
+  let i = <i32>((<u32>(a >> 1) * 0x9E3779B1) >> 16) & mask;
+  while (true) {
+    const x = unchecked(addrs[i]);
+    if (x == a || x == 0) return i;
+    i = (i + 1) & mask;
+  }
+  return -1;
+}
+
 // The names a JsonReader looks up, as bytes. Static strings (literals, below __heap_base: they
 // never move or change) that are ASCII are encoded once, in an open-addressing table by address
 // (rnAddrs: 0 empty) whose bytes are in rnBuf at rnOffs (8-aligned, 8 bytes of padding after
@@ -306,15 +321,19 @@ let rnKeyLen: i32 = 0;
   const kp = changetype<usize>(s);
   if (kp < __heap_base) { // a hit at its first slot, inline
     const i = <i32>((<u32>(kp >> 1) * 0x9E3779B1) >> 16) & (rnAddrs.length - 1);
-    if (unchecked(rnAddrs[i]) == kp) {
-      const o = unchecked(rnOffs[i]);
-      if (o < 0) return false; // not ASCII
-      rnPtr = changetype<usize>(rnBuf) + <usize>o;
-      rnKeyLen = s.length;
-      return true;
-    }
+    if (unchecked(rnAddrs[i]) == kp) return cachedName(i, s);
   }
   return readerNameSlow(s);
+}
+
+/** readerName's result for s, cached in slot i. */
+// @ts-ignore: decorator
+@inline function cachedName(i: i32, s: string): bool {
+  const o = unchecked(rnOffs[i]);
+  if (o < 0) return false; // not ASCII
+  rnPtr = changetype<usize>(rnBuf) + <usize>o;
+  rnKeyLen = s.length;
+  return true;
 }
 
 /** readerName past its inline first probe. */
@@ -329,34 +348,20 @@ function readerNameSlow(s: string): bool {
     rnKeyLen = n;
     return true;
   }
-  const mask = rnAddrs.length - 1;
-  let i = <i32>((<u32>(kp >> 1) * 0x9E3779B1) >> 16) & mask;
-  while (true) {
-    const a = unchecked(rnAddrs[i]);
-    if (a == kp) {
-      const o = unchecked(rnOffs[i]);
-      if (o < 0) return false; // not ASCII
-      rnPtr = changetype<usize>(rnBuf) + <usize>o;
-      rnKeyLen = s.length;
-      return true;
-    }
-    if (a == 0) break;
-    i = (i + 1) & mask;
-  }
+  let i = addrSlot(rnAddrs, kp);
+  if (unchecked(rnAddrs[i]) == kp) return cachedName(i, s);
   if ((rnCount + 1) * 2 > rnAddrs.length) {
     const addrs = rnAddrs, offs = rnOffs;
     rnAddrs = new StaticArray<usize>(addrs.length << 1);
     rnOffs = new StaticArray<i32>(addrs.length << 1);
-    const m = rnAddrs.length - 1;
     for (let k = 0; k < addrs.length; k++) {
       const ak = unchecked(addrs[k]);
       if (ak == 0) continue;
-      let j = <i32>((<u32>(ak >> 1) * 0x9E3779B1) >> 16) & m;
-      while (unchecked(rnAddrs[j]) != 0) j = (j + 1) & m;
+      const j = addrSlot(rnAddrs, ak);
       unchecked(rnAddrs[j] = ak);
       unchecked(rnOffs[j] = unchecked(offs[k]));
     }
-    return readerNameSlow(s);
+    i = addrSlot(rnAddrs, kp);
   }
   rnCount++;
   unchecked(rnAddrs[i] = kp);
@@ -1003,15 +1008,14 @@ let skCount: i32 = 0;
 
 function growStaticKeys(): void {
   const addrs = skAddrs, offs = skOffs, lens = skLens;
-  const n = addrs.length << 1, mask = n - 1;
+  const n = addrs.length << 1;
   skAddrs = new StaticArray<usize>(n);
   skOffs = new StaticArray<i32>(n);
   skLens = new StaticArray<i32>(n);
   for (let j = 0; j < addrs.length; j++) {
     const a = unchecked(addrs[j]);
     if (a == 0) continue;
-    let i = <i32>((<u32>(a >> 1) * 0x9E3779B1) >> 16) & mask;
-    while (unchecked(skAddrs[i]) != 0) i = (i + 1) & mask;
+    const i = addrSlot(skAddrs, a);
     unchecked(skAddrs[i] = a);
     unchecked(skOffs[i] = offs[j]);
     unchecked(skLens[i] = lens[j]);
@@ -1126,14 +1130,8 @@ export class JsonWriter {
 
   /** The slot of skAddrs holding the static string at kp, its encoding made on first use. */
   private staticKey(kp: usize): i32 {
-    let mask = skAddrs.length - 1;
-    let i = <i32>((<u32>(kp >> 1) * 0x9E3779B1) >> 16) & mask;
-    while (true) {
-      const a = unchecked(skAddrs[i]);
-      if (a == kp) return i;
-      if (a == 0) break;
-      i = (i + 1) & mask;
-    }
+    const i = addrSlot(skAddrs, kp);
+    if (unchecked(skAddrs[i]) == kp) return i;
     if ((skCount + 1) * 2 > skAddrs.length) {
       growStaticKeys();
       return this.staticKey(kp);
