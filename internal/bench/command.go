@@ -184,7 +184,10 @@ encoding, reads, output decoding and document checks, the read model), without W
 				if err != nil {
 					return err
 				}
-				o.Modules = append(o.Modules, HandlerModule{Name: filepath.Base(p), WASM: b})
+				if len(b) == 0 {
+					return fmt.Errorf("%w: --handler %s is an empty file: build the handler (make wasm) and give its .wasm", ErrArgs, p)
+				}
+				o.Modules = append(o.Modules, HandlerModule{Name: moduleLabel(p, handlers), WASM: b})
 			}
 			l, err := pf.load()
 			if err != nil {
@@ -328,4 +331,15 @@ events/s as a ratio of the native one (wasm/native): the WebAssembly tax end to 
 	f.StringVar(&o.TempDir, "tmp", "", "parent directory of the temporary journals and stores (default: the system temp dir)")
 	f.StringVar(&o.NativeName, "native", "", "also project each journal with this Go handler compiled in, through the same pipeline, and print wasm/native ("+nativeNames(natives)+")")
 	return cmd
+}
+
+// moduleLabel names the module at path p in bench tables: its base name, or the path as given
+// when another of paths has the same base name.
+func moduleLabel(p string, paths []string) string {
+	for _, q := range paths {
+		if q != p && filepath.Base(q) == filepath.Base(p) {
+			return p
+		}
+	}
+	return filepath.Base(p)
 }

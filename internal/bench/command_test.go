@@ -47,6 +47,8 @@ func runCommand(t *testing.T, args ...string) (string, error) {
 func TestCommandArgumentErrors(t *testing.T) {
 	ev := flights(t, "flights-2k.json")
 	wasm := filepath.Join(t.TempDir(), "missing.wasm") // never read: arguments are checked first where possible
+	empty := filepath.Join(t.TempDir(), "empty.wasm")
+	require.NoError(t, os.WriteFile(empty, nil, 0o644))
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -55,10 +57,12 @@ func TestCommandArgumentErrors(t *testing.T) {
 		{"handler without --handler", []string{"handler", "--events", ev}, "--handler is required"},
 		{"handler without --events", []string{"handler", "--handler", "../../go.mod"}, "--events is required"},
 		{"bad batch sizes", []string{"handler", "--handler", "../../go.mod", "--events", ev, "--batch-sizes", "1,x"}, `--batch-sizes: bench: bad argument: "x" in "1,x" is not a positive integer`},
+		{"batch larger than the events", []string{"handler", "--handler", "../../go.mod", "--events", ev, "--batch-sizes", "100,2001"}, "batch size 2001 exceeds the 2000 events of a pass"},
 		{"zero duration", []string{"handler", "--handler", "../../go.mod", "--events", ev, "--duration", "0s"}, "--duration 0s must be positive"},
 		{"zero repeat", []string{"native", "--events", ev, "--example", "count", "--repeat", "0"}, "--repeat 0 must be at least 1"},
 		{"unknown native", []string{"handler", "--handler", "../../go.mod", "--events", ev, "--native", "nope"}, `no native handler "nope" (available: count)`},
-		{"same module name", []string{"handler", "--handler", "../../go.mod", "--handler", "../../sdk/go/go.mod", "--events", ev}, `module name "go.mod" given twice`},
+		{"same module twice", []string{"handler", "--handler", "../../go.mod", "--handler", "../../go.mod", "--events", ev}, `module name "go.mod" given twice`},
+		{"empty module", []string{"handler", "--handler", empty, "--events", ev}, "--handler " + empty + " is an empty file"},
 		{"unknown example", []string{"native", "--events", ev}, `no native handler "flightdelays" (available: count)`},
 		{"e2e shards", []string{"e2e", "--handler", wasm, "--events", ev, "--shards", "4,0"}, `--shards: bench: bad argument: "0" in "4,0" is not a positive integer`},
 		{"e2e batch size", []string{"e2e", "--handler", wasm, "--events", ev, "--batch-size", "0"}, "--batch-size 0 must be at least 1"},
@@ -76,6 +80,10 @@ func TestCommandArgumentErrors(t *testing.T) {
 	_, err = runCommand(t, "handler", "--handler", "../../go.mod", "--events", ev+".missing")
 	assert.ErrorContains(t, err, "reading events: open "+ev+".missing")
 	_, err = runCommand(t, "handler", "--handler", "../../go.mod", "--events", ev, "--duration", "1ms", "--batch-sizes", "1")
+	assert.ErrorContains(t, err, "not a WebAssembly module")
+	// Two files with the same base name are labelled by their paths: the names check passes and
+	// the modules are loaded.
+	_, err = runCommand(t, "handler", "--handler", "../../go.mod", "--handler", "../../sdk/go/go.mod", "--events", ev, "--duration", "1ms", "--batch-sizes", "1")
 	assert.ErrorContains(t, err, "not a WebAssembly module")
 }
 

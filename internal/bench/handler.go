@@ -88,6 +88,9 @@ func runDefaults(events int, sizes []int, d time.Duration) ([]int, time.Duration
 		if b <= 0 {
 			return nil, 0, fmt.Errorf("%w: batch size %d is not positive", ErrArgs, b)
 		}
+		if b > events {
+			return nil, 0, fmt.Errorf("%w: batch size %d exceeds the %d events of a pass: give a smaller size, more events or --repeat", ErrArgs, b, events)
+		}
 	}
 	return sizes, d, nil
 }
