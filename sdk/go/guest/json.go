@@ -1,6 +1,8 @@
 package guest
 
 import (
+	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -572,104 +574,238 @@ func appendQuoted[T string | []byte](dst []byte, s T) []byte {
 //	delay, ok := f.Int(0)
 //	origin, ok := f.String(1)
 type JSONFields struct {
-	keys  []string
-	vals  [][]byte // raw values of the last Scan, nil when absent
-	plain []bool   // string value without escapes or invalid UTF-8
+	keys  []fieldKey
+	data  []byte      // the data of the last Scan
+	spans []fieldSpan // per key: where its value is in data
+}
+
+// fieldKey is a key of a JSONFields with its first bytes as words, to compare eight bytes at a
+// time: under WebAssembly a loop costs a jump through the function's dispatch table per
+// iteration, and a comparison through the runtime costs a call.
+type fieldKey struct {
+	name   string
+	w0, m0 uint64 // name[:min(8, len)] little-endian, and the mask of its bytes
+	w1     uint64 // name[len-8:] when 8 < len <= 16
+}
+
+// fieldSpan is data[start:end] of a field's raw value; end == 0: absent (a value never ends at
+// 0, the object's '{' comes first). Offsets rather than slices: storing them needs no write
+// barrier.
+type fieldSpan struct {
+	start, end int
+	plain      bool // a string value without escapes or invalid UTF-8
 }
 
 // NewJSONFields returns a reader of the top-level fields keys (index i in the accessors is
 // keys[i]). It panics when a key repeats.
 func NewJSONFields(keys ...string) *JSONFields {
+	f := &JSONFields{keys: make([]fieldKey, len(keys)), spans: make([]fieldSpan, len(keys))}
 	for i, k := range keys {
 		for _, k2 := range keys[:i] {
 			if k == k2 {
 				panic("guest: NewJSONFields: key " + strconv.Quote(k) + " repeats")
 			}
 		}
+		fk := &f.keys[i]
+		fk.name = k
+		var b [8]byte
+		copy(b[:], k)
+		fk.w0 = binary.LittleEndian.Uint64(b[:])
+		fk.m0 = ^uint64(0) >> (64 - 8*min(8, len(k)))
+		if len(k) == 0 {
+			fk.m0 = 0
+		}
+		if len(k) > 8 && len(k) <= 16 {
+			fk.w1 = binary.LittleEndian.Uint64([]byte(k[len(k)-8:]))
+		}
 	}
-	return &JSONFields{keys: keys, vals: make([][]byte, len(keys)), plain: make([]bool, len(keys))}
+	return f
 }
 
 // Scan reads the fields of data, replacing those of the previous Scan.
+//
+// The common shapes (keys and string values without escapes, integers, no whitespace around
+// ':' and ',') are scanned inline; anything else goes through the general scanString, skipValue
+// and skipWS. Under WebAssembly every call, memory access and loop iteration counts.
 func (f *JSONFields) Scan(data []byte) {
-	for i := range f.vals {
-		f.vals[i] = nil
+	f.data = data
+	spans, keys := f.spans, f.keys
+	for k := range spans {
+		spans[k] = fieldSpan{}
 	}
-	left := len(f.keys)
-	i := skipWS(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return
+	left := len(keys)
+	i := 0
+	if len(data) == 0 || data[0] != '{' {
+		if i = skipWS(data, 0); i >= len(data) || data[i] != '{' {
+			return
+		}
 	}
-	i = skipWS(data, i+1)
-	if i < len(data) && data[i] == '}' {
-		return
+	i++
+	if i < len(data) && data[i] != '"' {
+		if i = skipWS(data, i); i < len(data) && data[i] == '}' {
+			return
+		}
 	}
 	for {
 		if i >= len(data) || data[i] != '"' {
 			return
 		}
-		j, kplain := scanString(data, i)
-		if j < 0 {
+		// The key: plain ASCII up to the closing quote, else the general scan.
+		j := i + 1
+		for j+8 <= len(data) {
+			if m := specialBytes(binary.LittleEndian.Uint64(data[j:])); m != 0 {
+				j += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			j += 8
+		}
+		for j < len(data) && plainByte[data[j]] {
+			j++
+		}
+		kplain := true
+		if j < len(data) && data[j] == '"' {
+			j++
+		} else if j, kplain = scanString(data, i); j < 0 {
 			return
 		}
 		match := -1
-		for k, key := range f.keys {
-			if f.vals[k] == nil && keyEqual(data[i+1:j-1], kplain, key) {
-				match = k
-				break
+		if n := j - i - 2; kplain && i+9 <= len(data) {
+			// The key's first eight bytes (and what follows it) against each key's.
+			x := binary.LittleEndian.Uint64(data[i+1:])
+			for k := range keys {
+				fk := &keys[k]
+				if len(fk.name) == n && x&fk.m0 == fk.w0 && spans[k].end == 0 &&
+					(n <= 8 || n <= 16 && binary.LittleEndian.Uint64(data[j-9:]) == fk.w1 ||
+						n > 16 && bytesString(data[i+1:j-1]) == fk.name) {
+					match = k
+					break
+				}
+			}
+		} else {
+			for k := range keys {
+				if spans[k].end == 0 && keyEqual(data[i+1:j-1], kplain, keys[k].name) {
+					match = k
+					break
+				}
 			}
 		}
-		i = skipWS(data, j)
-		if i >= len(data) || data[i] != ':' {
+		// ':' and the value.
+		if j < len(data) && data[j] == ':' {
+			i = j + 1
+		} else if i = skipWS(data, j); i < len(data) && data[i] == ':' {
+			i++
+		} else {
 			return
 		}
-		i = skipWS(data, i+1)
+		if i < len(data) && data[i] <= ' ' {
+			i = skipWS(data, i)
+		}
+		if i >= len(data) {
+			return
+		}
 		start := i
 		plain := false
-		if i < len(data) && data[i] == '"' {
-			if j, plain = scanString(data, i); j < 0 {
+		switch c := data[i]; {
+		case c == '"':
+			j = i + 1
+			for j+8 <= len(data) {
+				if m := specialBytes(binary.LittleEndian.Uint64(data[j:])); m != 0 {
+					j += bits.TrailingZeros64(m) >> 3
+					break
+				}
+				j += 8
+			}
+			for j < len(data) && plainByte[data[j]] {
+				j++
+			}
+			if j < len(data) && data[j] == '"' {
+				j, plain = j+1, true
+			} else if j, plain = scanString(data, i); j < 0 {
 				return
 			}
-		} else if j = skipValue(data, i, 1); j < 0 {
+		case c >= '1' && c <= '9':
+			// A positive integer: its digits, then anything but a fraction or an exponent.
+			j = i + 1
+			for j < len(data) && data[j]-'0' <= 9 {
+				j++
+			}
+			if j < len(data) && (data[j] == '.' || data[j]|0x20 == 'e') {
+				if j = skipNumber(data, i); j < 0 {
+					return
+				}
+			}
+		default:
+			if j = skipValue(data, i, 1); j < 0 { // the object itself is level 1
+				return
+			}
+		}
+		// ',' or '}'.
+		if j >= len(data) {
 			return
 		}
-		i = skipWS(data, j)
-		if i >= len(data) || (data[i] != ',' && data[i] != '}') {
-			return
+		sep := data[j]
+		if sep != ',' && sep != '}' {
+			if j = skipWS(data, j); j >= len(data) {
+				return
+			}
+			if sep = data[j]; sep != ',' && sep != '}' {
+				return
+			}
 		}
 		if match >= 0 {
-			f.vals[match], f.plain[match] = data[start:j], plain
+			spans[match] = fieldSpan{start, j, plain}
 			if left--; left == 0 {
 				return
 			}
 		}
-		if data[i] == '}' {
+		if sep == '}' {
 			return
 		}
-		i = skipWS(data, i+1)
+		i = j + 1
+		if i < len(data) && data[i] != '"' {
+			i = skipWS(data, i)
+		}
 	}
 }
 
+// specialBytes flags the bytes of x, eight string bytes in little-endian order, that are not
+// plainByte: the lowest set bit is the high bit of the first '"', '\\', control byte (< 0x20) or
+// non-ASCII byte (>= 0x80); 0 when all eight are plain. Bits above the lowest may be false
+// positives (borrows propagate upward), so only the lowest may be used.
+func specialBytes(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := x ^ (ones * '"')
+	bs := x ^ (ones * '\\')
+	return ((q - ones) &^ q | (bs - ones) &^ bs | (x - ones*0x20) | x) & highs
+}
+
 // Raw returns the raw JSON text of field i, as JSONRaw.
-func (f *JSONFields) Raw(i int) ([]byte, bool) { return f.vals[i], f.vals[i] != nil }
+func (f *JSONFields) Raw(i int) ([]byte, bool) {
+	sp := f.spans[i]
+	if sp.end == 0 {
+		return nil, false
+	}
+	return f.data[sp.start:sp.end], true
+}
 
 // Int returns field i when it is an integer literal that fits in an int64, as JSONInt.
 func (f *JSONFields) Int(i int) (int64, bool) {
-	if f.vals[i] == nil {
+	sp := f.spans[i]
+	if sp.end == 0 {
 		return 0, false
 	}
-	return parseJSONInt(f.vals[i])
+	return parseJSONInt(f.data[sp.start:sp.end])
 }
 
 // String returns the unescaped value of string field i, as JSONString: it aliases the scanned
 // data unless the string has escapes or invalid UTF-8 (then it is a new slice).
 func (f *JSONFields) String(i int) ([]byte, bool) {
-	v := f.vals[i]
-	if v == nil || v[0] != '"' {
+	sp := f.spans[i]
+	if sp.end == 0 || f.data[sp.start] != '"' {
 		return nil, false
 	}
-	raw := v[1 : len(v)-1]
-	if f.plain[i] {
+	raw := f.data[sp.start+1 : sp.end-1]
+	if sp.plain {
 		return raw, true
 	}
 	return unescapeJSON(make([]byte, 0, len(raw)), raw), true
