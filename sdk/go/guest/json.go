@@ -340,10 +340,11 @@ func skipDigits(data []byte, i int) int {
 	return i
 }
 
-// parseJSONInt parses a raw JSON value that must be an integer literal fitting in an int64.
+// parseJSONInt parses a raw JSON value that must be an integer literal fitting in an int64; an
+// empty v is not one.
 func parseJSONInt(v []byte) (int64, bool) {
-	neg := v[0] == '-'
 	d := v
+	neg := len(v) > 0 && v[0] == '-'
 	if neg {
 		d = v[1:]
 	}
@@ -352,7 +353,7 @@ func parseJSONInt(v []byte) (int64, bool) {
 	}
 	var u uint64
 	for _, c := range d {
-		if c < '0' || c > '9' {
+		if c-'0' > 9 {
 			return 0, false
 		}
 		u = u*10 + uint64(c-'0') // at most 19 digits: cannot overflow uint64
@@ -453,19 +454,84 @@ type Object struct {
 func NewObject(dst []byte) Object { return Object{buf: append(dst, '{')} }
 
 func (o *Object) key(k string) {
+	b := o.buf
 	if o.fields > 0 {
-		o.buf = append(o.buf, ',')
+		b = append(b, ',')
 	}
 	o.fields++
-	o.buf = appendQuoted(o.buf, k)
-	o.buf = append(o.buf, ':')
+	// A key of plain bytes, the usual literal, is copied while it is checked, into room made
+	// once; otherwise appendQuoted escapes it.
+	if n := len(b); cap(b)-n >= len(k)+3 {
+		d := b[n : n+len(k)+3]
+		d[0] = '"'
+		var special uint8
+		for i := 0; i < len(k); i++ {
+			c := k[i]
+			special |= specialByte[c]
+			d[i+1] = c
+		}
+		if special == 0 {
+			d[len(k)+1], d[len(k)+2] = '"', ':'
+			o.buf = b[:n+len(k)+3]
+			return
+		}
+	}
+	b = appendQuoted(b, k)
+	o.buf = append(b, ':')
 }
+
+// specialByte is 1 for the bytes that are not plainByte.
+var specialByte = func() (t [256]uint8) {
+	for c := range t {
+		if !plainByte[c] {
+			t[c] = 1
+		}
+	}
+	return t
+}()
 
 // Int adds an integer field.
 func (o *Object) Int(key string, v int64) *Object {
 	o.key(key)
-	o.buf = strconv.AppendInt(o.buf, v, 10)
+	o.buf = appendInt(o.buf, v)
 	return o
+}
+
+// digitPairs holds "00" to "99".
+const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
+	"8081828384858687888990919293949596979899"
+
+// appendInt appends the decimal form of v, as strconv.AppendInt(dst, v, 10) does, two digits per
+// step and with one call less.
+func appendInt(dst []byte, v int64) []byte {
+	u := uint64(v)
+	if v < 0 {
+		u = -u
+	} else if u < 10 {
+		return append(dst, byte('0'+u))
+	}
+	var tmp [20]byte
+	i := len(tmp)
+	for u >= 100 {
+		q := u / 100
+		r := (u - q*100) * 2
+		i -= 2
+		tmp[i], tmp[i+1] = digitPairs[r], digitPairs[r+1]
+		u = q
+	}
+	if u >= 10 {
+		i -= 2
+		tmp[i], tmp[i+1] = digitPairs[u*2], digitPairs[u*2+1]
+	} else {
+		i--
+		tmp[i] = byte('0' + u)
+	}
+	if v < 0 {
+		i--
+		tmp[i] = '-'
+	}
+	return append(dst, tmp[i:]...)
 }
 
 // Float adds a number field in the shortest form that round-trips; NaN and ±Inf, which JSON
@@ -652,15 +718,18 @@ func (f *JSONFields) Scan(data []byte) {
 		}
 		// The key: plain ASCII up to the closing quote, else the general scan.
 		j := i + 1
-		for j+8 <= len(data) {
+		for {
+			if j+8 > len(data) {
+				for j < len(data) && plainByte[data[j]] {
+					j++
+				}
+				break
+			}
 			if m := specialBytes(binary.LittleEndian.Uint64(data[j:])); m != 0 {
 				j += bits.TrailingZeros64(m) >> 3
 				break
 			}
 			j += 8
-		}
-		for j < len(data) && plainByte[data[j]] {
-			j++
 		}
 		kplain := true
 		if j < len(data) && data[j] == '"' {
@@ -708,26 +777,43 @@ func (f *JSONFields) Scan(data []byte) {
 		switch c := data[i]; {
 		case c == '"':
 			j = i + 1
-			for j+8 <= len(data) {
+			for {
+				if j+8 > len(data) {
+					for j < len(data) && plainByte[data[j]] {
+						j++
+					}
+					break
+				}
 				if m := specialBytes(binary.LittleEndian.Uint64(data[j:])); m != 0 {
 					j += bits.TrailingZeros64(m) >> 3
 					break
 				}
 				j += 8
 			}
-			for j < len(data) && plainByte[data[j]] {
-				j++
-			}
 			if j < len(data) && data[j] == '"' {
 				j, plain = j+1, true
 			} else if j, plain = scanString(data, i); j < 0 {
 				return
 			}
-		case c >= '1' && c <= '9':
-			// A positive integer: its digits, then anything but a fraction or an exponent.
+		case c-'1' <= 8 || c == '-' && i+1 < len(data) && data[i+1]-'1' <= 8:
+			// An integer without a leading zero: its digits (eight at a time), then anything
+			// but a fraction or an exponent.
 			j = i + 1
-			for j < len(data) && data[j]-'0' <= 9 {
+			if c == '-' {
 				j++
+			}
+			for {
+				if j+8 > len(data) {
+					for j < len(data) && data[j]-'0' <= 9 {
+						j++
+					}
+					break
+				}
+				if m := nonDigits(binary.LittleEndian.Uint64(data[j:])); m != 0 {
+					j += bits.TrailingZeros64(m) >> 3
+					break
+				}
+				j += 8
 			}
 			if j < len(data) && (data[j] == '.' || data[j]|0x20 == 'e') {
 				if j = skipNumber(data, i); j < 0 {
@@ -768,6 +854,14 @@ func (f *JSONFields) Scan(data []byte) {
 	}
 }
 
+// nonDigits flags the bytes of x, eight bytes in little-endian order, that are not ASCII digits,
+// with the same rule as specialBytes: only the lowest set bit (the high bit of the first
+// non-digit) may be used; 0 when all eight are digits.
+func nonDigits(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	return ((x - ones*'0') | (x + ones*(0x80-'9'-1))) & highs
+}
+
 // specialBytes flags the bytes of x, eight string bytes in little-endian order, that are not
 // plainByte: the lowest set bit is the high bit of the first '"', '\\', control byte (< 0x20) or
 // non-ASCII byte (>= 0x80); 0 when all eight are plain. Bits above the lowest may be false
@@ -790,11 +884,8 @@ func (f *JSONFields) Raw(i int) ([]byte, bool) {
 
 // Int returns field i when it is an integer literal that fits in an int64, as JSONInt.
 func (f *JSONFields) Int(i int) (int64, bool) {
-	sp := f.spans[i]
-	if sp.end == 0 {
-		return 0, false
-	}
-	return parseJSONInt(f.data[sp.start:sp.end])
+	sp := &f.spans[i]
+	return parseJSONInt(f.data[sp.start:sp.end]) // an absent field is data[0:0]
 }
 
 // String returns the unescaped value of string field i, as JSONString: it aliases the scanned
