@@ -641,8 +641,16 @@ func appendQuoted[T string | []byte](dst []byte, s T) []byte {
 //	origin, ok := f.String(1)
 type JSONFields struct {
 	keys  []fieldKey
+	slot  [64]int8    // keySlot(key) -> 1 + index in keys; 0: no key; -1: several keys
 	data  []byte      // the data of the last Scan
+	gen   uint64      // numbers the Scans; spans of earlier ones are stale
 	spans []fieldSpan // per key: where its value is in data
+}
+
+// keySlot is the slot of a key in JSONFields.slot, from its length and its first and last bytes
+// (for "", both quotes around it: the bytes Scan reads for an empty key).
+func keySlot(n int, first, last byte) int {
+	return (n + 5*int(first) + 3*int(last)) & 63
 }
 
 // fieldKey is a key of a JSONFields with its first bytes as words, to compare eight bytes at a
@@ -654,18 +662,19 @@ type fieldKey struct {
 	w1     uint64 // name[len-8:] when 8 < len <= 16
 }
 
-// fieldSpan is data[start:end] of a field's raw value; end == 0: absent (a value never ends at
-// 0, the object's '{' comes first). Offsets rather than slices: storing them needs no write
-// barrier.
+// fieldSpan is data[start:end] of a field's raw value when gen is the JSONFields' (else the
+// field is absent). Offsets rather than slices: storing them needs no write barrier, and the
+// generation spares clearing them at every Scan.
 type fieldSpan struct {
 	start, end int
+	gen        uint64
 	plain      bool // a string value without escapes or invalid UTF-8
 }
 
 // NewJSONFields returns a reader of the top-level fields keys (index i in the accessors is
 // keys[i]). It panics when a key repeats.
 func NewJSONFields(keys ...string) *JSONFields {
-	f := &JSONFields{keys: make([]fieldKey, len(keys)), spans: make([]fieldSpan, len(keys))}
+	f := &JSONFields{keys: make([]fieldKey, len(keys)), spans: make([]fieldSpan, len(keys)), gen: 1}
 	for i, k := range keys {
 		for _, k2 := range keys[:i] {
 			if k == k2 {
@@ -684,6 +693,15 @@ func NewJSONFields(keys ...string) *JSONFields {
 		if len(k) > 8 && len(k) <= 16 {
 			fk.w1 = binary.LittleEndian.Uint64([]byte(k[len(k)-8:]))
 		}
+		first, last := byte('"'), byte('"')
+		if len(k) > 0 {
+			first, last = k[0], k[len(k)-1]
+		}
+		if s := &f.slot[keySlot(len(k), first, last)]; *s == 0 {
+			*s = int8(i + 1)
+		} else {
+			*s = -1
+		}
 	}
 	return f
 }
@@ -695,10 +713,8 @@ func NewJSONFields(keys ...string) *JSONFields {
 // and skipWS. Under WebAssembly every call, memory access and loop iteration counts.
 func (f *JSONFields) Scan(data []byte) {
 	f.data = data
-	spans, keys := f.spans, f.keys
-	for k := range spans {
-		spans[k] = fieldSpan{}
-	}
+	f.gen++
+	spans, keys, gen := f.spans, f.keys, f.gen
 	left := len(keys)
 	i := 0
 	if len(data) == 0 || data[0] != '{' {
@@ -738,21 +754,33 @@ func (f *JSONFields) Scan(data []byte) {
 			return
 		}
 		match := -1
-		if n := j - i - 2; kplain && i+9 <= len(data) {
-			// The key's first eight bytes (and what follows it) against each key's.
-			x := binary.LittleEndian.Uint64(data[i+1:])
-			for k := range keys {
-				fk := &keys[k]
-				if len(fk.name) == n && x&fk.m0 == fk.w0 && spans[k].end == 0 &&
-					(n <= 8 || n <= 16 && binary.LittleEndian.Uint64(data[j-9:]) == fk.w1 ||
-						n > 16 && bytesString(data[i+1:j-1]) == fk.name) {
-					match = k
-					break
+		if kplain {
+			// One candidate from the key's length and first and last bytes, compared eight
+			// bytes at a time; a slot that several keys share is searched.
+			n := j - i - 2
+			if sl := f.slot[keySlot(n, data[i+1], data[j-2])]; sl > 0 {
+				k := int(sl - 1)
+				if fk := &keys[k]; len(fk.name) == n && spans[k].gen != gen {
+					if n <= 16 && i+9 <= len(data) {
+						if binary.LittleEndian.Uint64(data[i+1:])&fk.m0 == fk.w0 &&
+							(n <= 8 || binary.LittleEndian.Uint64(data[j-9:]) == fk.w1) {
+							match = k
+						}
+					} else if bytesString(data[i+1:j-1]) == fk.name {
+						match = k
+					}
+				}
+			} else if sl < 0 {
+				for k := range keys {
+					if spans[k].gen != gen && plainKeyIs(data, i+1, j-1, &keys[k]) {
+						match = k
+						break
+					}
 				}
 			}
 		} else {
 			for k := range keys {
-				if spans[k].end == 0 && keyEqual(data[i+1:j-1], kplain, keys[k].name) {
+				if spans[k].gen != gen && keyEqual(data[i+1:j-1], false, keys[k].name) {
 					match = k
 					break
 				}
@@ -839,7 +867,7 @@ func (f *JSONFields) Scan(data []byte) {
 			}
 		}
 		if match >= 0 {
-			spans[match] = fieldSpan{start, j, plain}
+			spans[match] = fieldSpan{start, j, gen, plain}
 			if left--; left == 0 {
 				return
 			}
@@ -852,6 +880,20 @@ func (f *JSONFields) Scan(data []byte) {
 			i = skipWS(data, i)
 		}
 	}
+}
+
+// plainKeyIs reports whether data[start:end], a key without escapes followed by its closing
+// quote, is fk's name.
+func plainKeyIs(data []byte, start, end int, fk *fieldKey) bool {
+	n := end - start
+	if len(fk.name) != n {
+		return false
+	}
+	if start+8 > len(data) || n > 16 {
+		return bytesString(data[start:end]) == fk.name
+	}
+	return binary.LittleEndian.Uint64(data[start:])&fk.m0 == fk.w0 &&
+		(n <= 8 || binary.LittleEndian.Uint64(data[end-8:]) == fk.w1)
 }
 
 // nonDigits flags the bytes of x, eight bytes in little-endian order, that are not ASCII digits,
@@ -875,8 +917,8 @@ func specialBytes(x uint64) uint64 {
 
 // Raw returns the raw JSON text of field i, as JSONRaw.
 func (f *JSONFields) Raw(i int) ([]byte, bool) {
-	sp := f.spans[i]
-	if sp.end == 0 {
+	sp := &f.spans[i]
+	if sp.gen != f.gen {
 		return nil, false
 	}
 	return f.data[sp.start:sp.end], true
@@ -885,14 +927,17 @@ func (f *JSONFields) Raw(i int) ([]byte, bool) {
 // Int returns field i when it is an integer literal that fits in an int64, as JSONInt.
 func (f *JSONFields) Int(i int) (int64, bool) {
 	sp := &f.spans[i]
-	return parseJSONInt(f.data[sp.start:sp.end]) // an absent field is data[0:0]
+	if sp.gen != f.gen {
+		return 0, false
+	}
+	return parseJSONInt(f.data[sp.start:sp.end])
 }
 
 // String returns the unescaped value of string field i, as JSONString: it aliases the scanned
 // data unless the string has escapes or invalid UTF-8 (then it is a new slice).
 func (f *JSONFields) String(i int) ([]byte, bool) {
-	sp := f.spans[i]
-	if sp.end == 0 || f.data[sp.start] != '"' {
+	sp := &f.spans[i]
+	if sp.gen != f.gen || f.data[sp.start] != '"' {
 		return nil, false
 	}
 	raw := f.data[sp.start+1 : sp.end-1]
