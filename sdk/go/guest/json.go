@@ -644,6 +644,7 @@ type JSONFields struct {
 	slot  [64]int8    // keySlot(key) -> 1 + index in keys; 0: no key; -1: several keys
 	data  []byte      // the data of the last Scan
 	gen   uint64      // numbers the Scans; spans of earlier ones are stale
+	left  int         // keys not found yet by the Scan under way
 	spans []fieldSpan // per key: where its value is in data
 }
 
@@ -714,8 +715,7 @@ func NewJSONFields(keys ...string) *JSONFields {
 func (f *JSONFields) Scan(data []byte) {
 	f.data = data
 	f.gen++
-	spans, keys, gen := f.spans, f.keys, f.gen
-	left := len(keys)
+	f.left = len(f.keys)
 	i := 0
 	if len(data) == 0 || data[0] != '{' {
 		if i = skipWS(data, 0); i >= len(data) || data[i] != '{' {
@@ -760,7 +760,7 @@ func (f *JSONFields) Scan(data []byte) {
 			n := j - i - 2
 			if sl := f.slot[keySlot(n, data[i+1], data[j-2])]; sl > 0 {
 				k := int(sl - 1)
-				if fk := &keys[k]; len(fk.name) == n && spans[k].gen != gen {
+				if fk := &f.keys[k]; len(fk.name) == n && f.spans[k].gen != f.gen {
 					if n <= 16 && i+9 <= len(data) {
 						if binary.LittleEndian.Uint64(data[i+1:])&fk.m0 == fk.w0 &&
 							(n <= 8 || binary.LittleEndian.Uint64(data[j-9:]) == fk.w1) {
@@ -771,16 +771,16 @@ func (f *JSONFields) Scan(data []byte) {
 					}
 				}
 			} else if sl < 0 {
-				for k := range keys {
-					if spans[k].gen != gen && plainKeyIs(data, i+1, j-1, &keys[k]) {
+				for k := range f.keys {
+					if f.spans[k].gen != f.gen && plainKeyIs(data, i+1, j-1, &f.keys[k]) {
 						match = k
 						break
 					}
 				}
 			}
 		} else {
-			for k := range keys {
-				if spans[k].gen != gen && keyEqual(data[i+1:j-1], false, keys[k].name) {
+			for k := range f.keys {
+				if f.spans[k].gen != f.gen && keyEqual(data[i+1:j-1], false, f.keys[k].name) {
 					match = k
 					break
 				}
@@ -867,8 +867,8 @@ func (f *JSONFields) Scan(data []byte) {
 			}
 		}
 		if match >= 0 {
-			spans[match] = fieldSpan{start, j, gen, plain}
-			if left--; left == 0 {
+			f.spans[match] = fieldSpan{start, j, f.gen, plain}
+			if f.left--; f.left == 0 {
 				return
 			}
 		}
