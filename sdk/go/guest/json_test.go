@@ -311,6 +311,11 @@ func FuzzJSONFields(f *testing.F) {
 		`{"a":1 "b":2}`, `{"c":true,"a\u0062":null}`, ``} {
 		f.Add([]byte(s), "a", "b", "ab")
 	}
+	// Keys and values around the eight- and sixteen-byte steps of Scan's fast paths, keys
+	// sharing a slot (same length, first and last bytes), negative and long integers.
+	f.Add([]byte(`{"abcdefgh":-12,"abcdefghi":"abcdefghijklmnopqrstuvwxyz","abcdefghijklmnopq":123456789012}`), "abcdefgh", "abcdefghi", "abcdefghijklmnopq")
+	f.Add([]byte(`{"axxb":1,"ayyb":-0,"azzb":-7,"":"","e\u0061":2}`), "ayyb", "azzb", "")
+	f.Add([]byte(`{"k":12345678,"l":1.5e3,"m":-9223372036854775808,"n":"\u00e9tat\n"}`), "k", "m", "n")
 	f.Fuzz(func(t *testing.T, data []byte, k0, k1, k2 string) {
 		keys := []string{k0}
 		for _, k := range []string{k1, k2} {
