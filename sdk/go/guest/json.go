@@ -857,12 +857,13 @@ func (f *JSONFields) Scan(data []byte) {
 		if j >= len(data) {
 			return
 		}
-		sep := data[j]
+		i = j // the separator, after the value data[start:j]
+		sep := data[i]
 		if sep != ',' && sep != '}' {
-			if j = skipWS(data, j); j >= len(data) {
+			if i = skipWS(data, j); i >= len(data) {
 				return
 			}
-			if sep = data[j]; sep != ',' && sep != '}' {
+			if sep = data[i]; sep != ',' && sep != '}' {
 				return
 			}
 		}
@@ -875,7 +876,7 @@ func (f *JSONFields) Scan(data []byte) {
 		if sep == '}' {
 			return
 		}
-		i = j + 1
+		i++
 		if i < len(data) && data[i] != '"' {
 			i = skipWS(data, i)
 		}

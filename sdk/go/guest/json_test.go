@@ -315,6 +315,7 @@ func FuzzJSONFields(f *testing.F) {
 	// sharing a slot (same length, first and last bytes), negative and long integers.
 	f.Add([]byte(`{"abcdefgh":-12,"abcdefghi":"abcdefghijklmnopqrstuvwxyz","abcdefghijklmnopq":123456789012}`), "abcdefgh", "abcdefghi", "abcdefghijklmnopq")
 	f.Add([]byte(`{"axxb":1,"ayyb":-0,"azzb":-7,"":"","e\u0061":2}`), "ayyb", "azzb", "")
+	f.Add([]byte(`{"a":0 ,"b" : "x"	,"ab":-1}`), "a", "b", "ab")
 	f.Add([]byte(`{"k":12345678,"l":1.5e3,"m":-9223372036854775808,"n":"\u00e9tat\n"}`), "k", "m", "n")
 	f.Fuzz(func(t *testing.T, data []byte, k0, k1, k2 string) {
 		keys := []string{k0}
@@ -363,6 +364,15 @@ func TestJSONFields(t *testing.T) {
 	}
 	if _, ok := jf.String(0); ok {
 		t.Error("an integer read as a string")
+	}
+	// Whitespace before a separator is not part of the value.
+	ws := guest.NewJSONFields("a", "b")
+	ws.Scan([]byte(`{"a":0 ,"b" : "x"` + "\t}"))
+	if raw, ok := ws.Raw(0); !ok || string(raw) != "0" {
+		t.Errorf("a = %q, %v; want 0", raw, ok)
+	}
+	if v, ok := ws.String(1); !ok || string(v) != "x" {
+		t.Errorf("b = %q, %v; want x", v, ok)
 	}
 	data := []byte(flight)
 	if n := testing.AllocsPerRun(100, func() { jf.Scan(data); jf.String(2) }); n != 0 {
