@@ -732,7 +732,9 @@ func (f *JSONFields) Scan(data []byte) {
 		if i >= len(data) || data[i] != '"' {
 			return
 		}
-		// The key: plain ASCII up to the closing quote, else the general scan.
+		// The key: plain ASCII up to the closing quote, else the general scan. This loop and
+		// the string value's below are written out where they run: as a function (too large
+		// to be inlined) the call made Scan 15-25% slower in WebAssembly.
 		j := i + 1
 		for {
 			if j+8 > len(data) {
