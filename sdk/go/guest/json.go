@@ -492,6 +492,54 @@ var specialByte = func() (t [256]uint8) {
 
 // Int adds an integer field.
 func (o *Object) Int(key string, v int64) *Object {
+	// The usual field, a plain key with room for it and 20 characters of number, is written in
+	// place in one pass, without calls: ',"key":' then the digits, two a step from the last.
+	b := o.buf
+	if n := len(b); cap(b)-n >= len(key)+24 {
+		d := b[n : n+len(key)+24] // at most ',"' key '":' '-' 19 digits
+		p := 0
+		if o.fields > 0 {
+			d[0] = ','
+			p = 1
+		}
+		d[p] = '"'
+		p++
+		var special uint8
+		for i := 0; i < len(key); i++ {
+			c := key[i]
+			special |= specialByte[c]
+			d[p+i] = c
+		}
+		if special == 0 {
+			p += len(key)
+			d[p], d[p+1] = '"', ':'
+			p += 2
+			u := uint64(v)
+			if v < 0 {
+				d[p] = '-'
+				p++
+				u = -u
+			}
+			for t := u; t >= 10; t /= 10 {
+				p++
+			}
+			q := p + 1 // after the last digit
+			for u >= 100 {
+				r := u % 100 * 2
+				d[q-1], d[q-2] = digitPairs[r+1], digitPairs[r]
+				q -= 2
+				u /= 100
+			}
+			if u >= 10 {
+				d[q-1], d[q-2] = digitPairs[u*2+1], digitPairs[u*2]
+			} else {
+				d[q-1] = byte('0' + u)
+			}
+			o.buf = b[:n+p+1]
+			o.fields++
+			return o
+		}
+	}
 	o.key(key)
 	o.buf = appendInt(o.buf, v)
 	return o

@@ -277,6 +277,13 @@ func FuzzObject(f *testing.F) {
 		o := guest.NewObject(nil)
 		o.Str("s", s).Int("i", i).Float("f", fl).Str("k", k)
 		doc := o.Bytes()
+		// Int writes in place when the buffer has room, else appends: the same bytes.
+		roomy, tight := guest.NewObject(make([]byte, 0, 4096)), guest.NewObject(nil)
+		roomy.Int(k, i).Int("i", -i)
+		tight.Int(k, i).Int("i", -i)
+		if a, b := roomy.Bytes(), tight.Bytes(); !bytes.Equal(a, b) {
+			t.Fatalf("Int in place %q, appended %q", a, b)
+		}
 		var got struct {
 			S string   `json:"s"`
 			I int64    `json:"i"`
