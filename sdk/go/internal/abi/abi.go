@@ -198,18 +198,18 @@ func (r *BatchReader) fail(field string) bool {
 	return false
 }
 
+// str16 reads a length-prefixed string; small enough to be inlined into Next.
 func (r *BatchReader) str16(max int) ([]byte, bool) {
-	if len(r.buf)-r.off < 2 {
+	off := r.off + 2
+	if off > len(r.buf) {
 		return nil, false
 	}
-	n := int(binary.LittleEndian.Uint16(r.buf[r.off:]))
-	r.off += 2
-	if n > max || n > len(r.buf)-r.off {
+	n := int(binary.LittleEndian.Uint16(r.buf[off-2:]))
+	if n > max || n > len(r.buf)-off {
 		return nil, false
 	}
-	s := r.buf[r.off : r.off+n]
-	r.off += n
-	return s, true
+	r.off = off + n
+	return r.buf[off:r.off], true
 }
 
 // OutputWriter appends mutations to an output buffer (ABI.md §4). The zero value is not ready:
@@ -270,7 +270,15 @@ func ValidCollection[T string | []byte](c T) bool {
 
 // ValidDocKey reports whether k is a legal document key: 1..1024 bytes of valid UTF-8, no NUL.
 func ValidDocKey(k []byte) bool {
-	return len(k) > 0 && len(k) <= MaxDocKeyLen && bytes.IndexByte(k, 0) < 0 && utf8.Valid(k)
+	if len(k) == 0 || len(k) > MaxDocKeyLen {
+		return false
+	}
+	for _, c := range k { // ASCII without NUL, the usual key: one pass, no calls
+		if c-1 >= utf8.RuneSelf-1 { // NUL or not ASCII
+			return bytes.IndexByte(k, 0) < 0 && utf8.Valid(k)
+		}
+	}
+	return true
 }
 
 // DecodeOutput decodes and validates a guest's output (ABI.md §4), calling visit for each
