@@ -981,7 +981,19 @@ func (f *JSONFields) Int(i int) (int64, bool) {
 	if sp.gen != f.gen {
 		return 0, false
 	}
-	return parseJSONInt(f.data[sp.start:sp.end])
+	d := f.data[sp.start:sp.end]
+	if len(d) == 0 || len(d) > 18 || d[0] == '-' {
+		return parseJSONInt(d)
+	}
+	// Up to 18 digits, the usual case, here without a second call: no overflow possible.
+	var u int64
+	for _, c := range d {
+		if c-'0' > 9 {
+			return 0, false
+		}
+		u = u*10 + int64(c-'0')
+	}
+	return u, true
 }
 
 // String returns the unescaped value of string field i, as JSONString: it aliases the scanned
