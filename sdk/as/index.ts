@@ -170,9 +170,10 @@ export class Batch {
   private collNames: Array<string> = [];
   private collBytes: Array<ArrayBuffer> = [];
   keys: BytesIndex = new BytesIndex();
-  // Per entry (index e of keys), in arrays of room for entriesCap entries grown by hand (an
-  // entry is then stores, not pushes): its document in arena (docOff -1: absent or deleted),
-  // whether the batch changed it, and its typed document if a State holds it.
+  // Per entry (index e of keys, below keys.size), in arrays grown by hand, all as long (an entry
+  // is then stores, not pushes; slots past keys.size keep an earlier batch's values, unread):
+  // its document in arena (docOff -1: absent or deleted), whether the batch changed it, and its
+  // typed document if a State holds it.
   docOff: StaticArray<i32> = new StaticArray<i32>(64);
   docLen: StaticArray<i32> = new StaticArray<i32>(64);
   dirty: StaticArray<bool> = new StaticArray<bool>(64);
