@@ -193,7 +193,8 @@ export class Key extends Bytes {
       this.len += utf8At(this.reserve(n * 3), s, n);
     } else if (isInteger<T>()) {
       const p = this.reserve(20);
-      this.len += writeInt(p, <i64>v);
+      // A u64 above 2^63 - 1 is no i64: it is written as unsigned (smaller types widen exactly).
+      this.len += !isSigned<T>() && sizeof<T>() == 8 ? writeU64(p, <u64>v) : writeInt(p, <i64>v);
     } else if (v instanceof Bytes) {
       const b = changetype<Bytes>(v);
       const n = b.len;
@@ -229,6 +230,11 @@ function writeInt(p: usize, v: i64): i32 {
   let sign = 0;
   if (v < 0) { store<u8>(p++, 0x2D); sign = 1; }
   if (u <= <u64>u32.MAX_VALUE) return sign + writeU32(p, <u32>u);
+  return sign + writeU64(p, u);
+}
+
+/** Writes u in decimal at p (room for 20 bytes) and returns the number of bytes. */
+function writeU64(p: usize, u: u64): i32 {
   let nd = 1;
   let t = u;
   while (t >= 10) { t /= 10; nd++; }
@@ -237,7 +243,7 @@ function writeInt(p: usize, v: i64): i32 {
     store<u8>(--q, <u32>(u % 10) + 0x30);
     u /= 10;
   } while (u != 0);
-  return nd + sign;
+  return nd;
 }
 
 // "00" to "99", two ASCII digits per entry, for writeU32.

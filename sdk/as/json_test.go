@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -47,7 +48,7 @@ func newProbe(tb testing.TB) *probe {
 		tb.Fatal(err)
 	}
 	p := &probe{mod: mod, fn: map[string]api.Function{}}
-	for _, n := range []string{"alloc", "lastFound", "resultPtr", "resultLen", "probeInt", "probeBool", "probeString", "probeText", "probeRaw", "probeSeq", "write", "writeLiterals", "readLiterals"} {
+	for _, n := range []string{"alloc", "lastFound", "resultPtr", "resultLen", "probeInt", "probeBool", "probeString", "probeText", "probeRaw", "probeSeq", "write", "writeLiterals", "readLiterals", "keyInts"} {
 		if p.fn[n] = mod.ExportedFunction(n); p.fn[n] == nil {
 			tb.Fatalf("probe module lacks %s", n)
 		}
@@ -347,6 +348,22 @@ func TestWriterLiteralKeysAgreeWithGo(t *testing.T) {
 		if string(got) != want {
 			t.Fatalf("run %d: AS writer\n%q\nGo writer\n%q", run, got, want)
 		}
+	}
+}
+
+// TestKeyAppendIntegers: Key.append of an integer writes it in decimal at every width's limits
+// (testdata/jsonprobe.ts keyInts), an unsigned 64-bit one above 2^63 too.
+func TestKeyAppendIntegers(t *testing.T) {
+	p := newProbe(t)
+	p.call(t, "keyInts")
+	got, _ := p.result(t)
+	want := strings.Join([]string{
+		strconv.FormatInt(math.MinInt64, 10), strconv.FormatInt(math.MaxInt64, 10), "-4294967296", "-4294967295",
+		strconv.FormatUint(math.MaxUint64, 10), "9223372036854775808", "4294967296", "4294967295",
+		"-2147483648", "65535", "-128", "255", "0",
+	}, ",")
+	if string(got) != want {
+		t.Errorf("Key of integers %q, want %q", got, want)
 	}
 }
 

@@ -169,6 +169,30 @@ func TestState(t *testing.T) {
 			batches: []stateBatch{{cmds: []string{`{"op":"inc","key":"k"}`}, wantErr: `guest: stored document c/k does not decode as Counter: {"n":"x"}`}},
 		},
 	}
+	// More keys than the batch's entry arrays (64) and its index's first tables hold, keys of
+	// growing length (the index's arena grows too), through State and Batch.put alike; twice,
+	// the second batch over the first one's grown arrays and the documents it wrote.
+	var many [2]stateBatch
+	for b := range many {
+		for i := range 1100 {
+			k, p := fmt.Sprintf("k%d-%s", i, strings.Repeat("x", i%40)), fmt.Sprintf("p%d", i)
+			many[b].cmds = append(many[b].cmds, fmt.Sprintf(`{"op":"inc","key":%q}`, k), fmt.Sprintf(`{"op":"put","key":%q,"n":%d}`, p, i+b))
+			n := 2 + 2*b
+			if i == 700 {
+				n += 10 // stored before the first batch
+			}
+			many[b].want = append(many[b].want, fmt.Sprintf(`put c/%s {"n":%d}`, k, n), fmt.Sprintf(`put c/%s {"n":%d}`, p, i+b))
+		}
+		for i := range 1100 {
+			many[b].cmds = append(many[b].cmds, fmt.Sprintf(`{"op":"inc","key":"k%d-%s"}`, i, strings.Repeat("x", i%40)))
+		}
+	}
+	many[0].logs, many[1].logs = []string{"decodes=1"}, []string{"decodes=1100"}
+	tests = append(tests, struct {
+		name    string
+		stored  map[string]string
+		batches []stateBatch
+	}{"more keys than the first tables hold", map[string]string{"k700-" + strings.Repeat("x", 700%40): `{"n":10}`}, many[:]})
 	wasm, err := os.ReadFile(testwasm.Path(t, "as-stateprobe"))
 	if err != nil {
 		t.Fatal(err)

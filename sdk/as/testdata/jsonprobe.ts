@@ -1,6 +1,6 @@
 // Test module for sdk/as/json_test.go: exposes the library's JsonReader and JsonWriter so the
 // Go tests can check they agree with the Go SDK byte for byte. Not an ABI v1 handler.
-import { JsonReader, JsonWriter } from "../index";
+import { JsonReader, JsonWriter, Key } from "../index";
 
 let input = new ArrayBuffer(0);
 let result = new ArrayBuffer(0);
@@ -205,5 +205,18 @@ export function readLiterals(dl: i32): void {
   v = r.getInt("k39", -1); out += (r.found ? v.toString() : "x") + ",";
   }
   result = String.UTF8.encode(out);
+  found = true;
+}
+
+// keyInts builds a Key of integers of every width and signedness at their limits, separated by
+// commas (Key.append writes an integer in decimal, unsigned ones without a sign).
+export function keyInts(): void {
+  const k = new Key();
+  k.append(i64.MIN_VALUE).append(",").append(i64.MAX_VALUE).append(",").append(<i64>-4294967296).append(",")
+    .append(<i64>-4294967295).append(",").append(<u64>18446744073709551615).append(",")
+    .append(<u64>9223372036854775808).append(",").append(<u64>4294967296).append(",").append(u32.MAX_VALUE).append(",")
+    .append(i32.MIN_VALUE).append(",").append(<u16>65535).append(",").append(<i8>-128).append(",").append(<u8>255).append(",")
+    .append(<u64>0);
+  result = k.toArrayBuffer();
   found = true;
 }

@@ -2,6 +2,7 @@ package guest
 
 import (
 	"encoding/binary"
+	"math"
 	"math/bits"
 	"strconv"
 	"unicode/utf16"
@@ -689,7 +690,7 @@ func appendQuoted[T string | []byte](dst []byte, s T) []byte {
 //	origin, ok := f.String(1)
 type JSONFields struct {
 	keys  []fieldKey
-	slot  [64]int8    // keySlot(key) -> 1 + index in keys; 0: no key; -1: several keys
+	slot  [64]int8    // keySlot(key) -> 1 + index in keys; 0: no key; -1: several keys (or one of index >= 127)
 	data  []byte      // the data of the last Scan
 	gen   uint64      // numbers the Scans; spans of earlier ones are stale
 	left  int         // keys not found yet by the Scan under way
@@ -746,7 +747,9 @@ func NewJSONFields(keys ...string) *JSONFields {
 		if len(k) > 0 {
 			first, last = k[0], k[len(k)-1]
 		}
-		if s := &f.slot[keySlot(len(k), first, last)]; *s == 0 {
+		// A slot holds the index of its one key while it fits an int8; a key of a larger index
+		// marks its slot shared, so that Scan searches it.
+		if s := &f.slot[keySlot(len(k), first, last)]; *s == 0 && i < math.MaxInt8 {
 			*s = int8(i + 1)
 		} else {
 			*s = -1
@@ -963,7 +966,7 @@ func specialBytes(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	q := x ^ (ones * '"')
 	bs := x ^ (ones * '\\')
-	return ((q - ones) &^ q | (bs - ones) &^ bs | (x - ones*0x20) | x) & highs
+	return ((q-ones)&^q | (bs-ones)&^bs | (x - ones*0x20) | x) & highs
 }
 
 // Raw returns the raw JSON text of field i, as JSONRaw.

@@ -3,6 +3,7 @@ package guest_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -429,5 +430,30 @@ func BenchmarkObject(b *testing.B) {
 		o := guest.NewObject(buf[:0])
 		o.Int("flights", 1234).Int("delayed", 321).Int("total_delay", 45678).Int("max_delay", 987)
 		buf = o.Bytes()
+	}
+}
+
+// TestJSONFieldsManyKeys: every key of a JSONFields of hundreds of keys is found, whatever its
+// index (the slot table holds small indexes only) and however many keys share its slot.
+func TestJSONFieldsManyKeys(t *testing.T) {
+	var keys []string
+	for i := range 600 {
+		k := fmt.Sprintf("a%03db", i) // one slot for all of these: same length, first and last bytes
+		if i%128 == 127 || i%256 == 255 {
+			k = fmt.Sprintf("z%d", i) // alone in its slot
+		}
+		keys = append(keys, k)
+	}
+	o := guest.NewObject(nil)
+	for i := len(keys) - 1; i >= 0; i-- {
+		o.Int(keys[i], int64(i))
+	}
+	data := o.Bytes()
+	jf := guest.NewJSONFields(keys...)
+	jf.Scan(data)
+	for i, k := range keys {
+		if v, ok := jf.Int(i); !ok || v != int64(i) {
+			t.Errorf("key %d %q: Int = %d, %v; want %d", i, k, v, ok, i)
+		}
 	}
 }
