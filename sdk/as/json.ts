@@ -191,6 +191,8 @@ export class Key extends Bytes {
       const s = changetype<string>(v);
       const n = s.length;
       this.len += utf8At(this.reserve(n * 3), s, n);
+    } else if (isBoolean<T>()) {
+      ERROR("Key.append: a bool is not a key part (AssemblyScript counts it as an integer): append a string");
     } else if (isInteger<T>()) {
       const p = this.reserve(20);
       // A u64 above 2^63 - 1 is no i64: it is written as unsigned (smaller types widen exactly).
