@@ -290,13 +290,17 @@ function decimalDigits(x: u32): i32 {
   return x < 100000000 ? 8 : x < 1000000000 ? 9 : 10;
 }
 
+/** The first slot addrSlot probes for address a in a table of mask + 1 slots. */
+// @ts-ignore: decorator
+@inline function addrHome(a: usize, mask: i32): i32 { return <i32>((<u32>(a >> 1) * 0x9E3779B1) >> 16) & mask; }
+
 /**
  * The slot of address a in addrs, an open-addressing table of addresses (0: empty; a power of
  * two long, at most half full): a's slot, or the empty slot where it goes.
  */
 function addrSlot(addrs: StaticArray<usize>, a: usize): i32 {
   const mask = addrs.length - 1;
-  let i = <i32>((<u32>(a >> 1) * 0x9E3779B1) >> 16) & mask;
+  let i = addrHome(a, mask);
   while (true) {
     const x = unchecked(addrs[i]);
     if (x == a || x == 0) return i;
@@ -328,7 +332,7 @@ let rnKeyLen: i32 = 0;
 @inline function readerName(s: string): bool {
   const kp = changetype<usize>(s);
   if (kp < __heap_base) { // a hit at its first slot, inline
-    const i = <i32>((<u32>(kp >> 1) * 0x9E3779B1) >> 16) & (rnAddrs.length - 1);
+    const i = addrHome(kp, rnAddrs.length - 1);
     if (unchecked(rnAddrs[i]) == kp) return cachedName(i, s);
   }
   return readerNameSlow(s);
