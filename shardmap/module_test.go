@@ -251,20 +251,23 @@ func TestModuleRace(t *testing.T) {
 }
 
 // scriptedStore holds a worker's first write and its second List (the confirming one) until
-// told, and fails the Updates that fail says (a transient store error).
+// told, then returns that List's answer only once told again (confirmed is closed when it has
+// read), and fails the Updates that fail says (a transient store error).
 type scriptedStore struct {
 	shardmap.LeaseStore
-	mu             sync.Mutex
-	lists          int
-	listed, wrote  chan struct{}
-	write, confirm chan struct{}
-	writing        sync.Once
-	fail           func(shardmap.Lease) bool
+	mu                sync.Mutex
+	lists             int
+	listed, wrote     chan struct{}
+	write, confirm    chan struct{}
+	confirmed, answer chan struct{}
+	writing           sync.Once
+	fail              func(shardmap.Lease) bool
 }
 
 func newScripted(backing shardmap.LeaseStore, fail func(shardmap.Lease) bool) *scriptedStore {
 	return &scriptedStore{LeaseStore: backing, listed: make(chan struct{}), wrote: make(chan struct{}),
-		write: make(chan struct{}), confirm: make(chan struct{}), fail: fail}
+		write: make(chan struct{}), confirm: make(chan struct{}), confirmed: make(chan struct{}),
+		answer: make(chan struct{}), fail: fail}
 }
 
 func (s *scriptedStore) List(ctx context.Context, p string) ([]shardmap.Lease, error) {
@@ -278,6 +281,10 @@ func (s *scriptedStore) List(ctx context.Context, p string) ([]shardmap.Lease, e
 	ls, err := s.LeaseStore.List(ctx, p)
 	if n == 1 {
 		close(s.listed)
+	}
+	if n == 2 {
+		close(s.confirmed)
+		<-s.answer
 	}
 	return ls, err
 }
@@ -329,6 +336,12 @@ func TestModuleRaceBothTake(t *testing.T) {
 	waitOwners(t, backing, 4)
 	close(stA.confirm)
 	close(stB.confirm)
+	// Both confirming Lists read the store before either worker hands its leases back (else
+	// the later one could find the other's leases already gone, and rightly keep its own).
+	<-stA.confirmed
+	<-stB.confirmed
+	close(stA.answer)
+	close(stB.answer)
 	wg.Wait()
 	for i, err := range errs {
 		ce := conflictOf(t, err)
