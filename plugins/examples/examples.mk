@@ -124,3 +124,9 @@ $(WASM_DIR)/as-stateprobe.wasm: $(GUEST_AS_SRC) sdk/as/testdata/stateprobe.ts
 	@mkdir -p $(@D)
 	$(ASC) sdk/as/testdata/stateprobe.ts -o $@.tmp.wasm $(ASC_FLAGS)
 	@mv $@.tmp.wasm $@
+
+# Test-only handler of sdk/as/index_test.go (not part of `make wasm`).
+$(WASM_DIR)/as-indexprobe.wasm: $(GUEST_AS_SRC) sdk/as/testdata/indexprobe.ts
+	@mkdir -p $(@D)
+	$(ASC) sdk/as/testdata/indexprobe.ts -o $@.tmp.wasm $(ASC_FLAGS)
+	@mv $@.tmp.wasm $@

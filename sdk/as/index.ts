@@ -34,7 +34,9 @@
 // Strings: collection names and keys are AssemblyScript strings, sent to the host as UTF-8 (unpaired
 // surrogates become U+FFFD), or UTF-8 bytes (Bytes, Key, ArrayBuffer). Documents are JSON objects.
 
-import { Bytes, BytesIndex, JsonReader, JsonWriter, Scratch, grownBuffer, utf8Into, validUTF8 } from "./json";
+import {
+  Bytes, BytesIndex, JsonReader, JsonWriter, MAX_INDEXED_FIELDS, Scratch, grownBuffer, openFields, utf8Into, validIndex, validUTF8,
+} from "./json";
 export { Bytes, BytesIndex, JsonFields, JsonReader, JsonWriter, Key } from "./json";
 
 // ---- host imports (ABI.md §1) ----
@@ -54,6 +56,7 @@ declare function host_read(collPtr: usize, collLen: i32, keyPtr: usize, keyLen: 
 // ---- limits (ABI.md §2, §4) ----
 
 const ABI_VERSION: u32 = 1;
+const FLAG_FIELD_INDEX: u32 = 1; // batch flag bit 0: the events carry a field index (§2.1)
 const MAX_SEQ_LEN: i32 = 129; // the Kinesis pattern 0|([1-9]\d{0,128})
 const MAX_SHARD_ID_LEN: i32 = 256;
 // In bytes: 256 Unicode characters (the Kinesis limit) of up to 4 UTF-8 bytes each.
@@ -112,9 +115,13 @@ export class Event {
   arrivalMs: i64 = 0;
   dataPtr: usize = 0;
   dataLen: i32 = 0;
+  /** The event's field index (ABI.md §2.1): indexFields entries of 8 bytes at indexPtr; 0 when none. */
+  indexPtr: usize = 0;
+  /** The number of fields the batch indexes (f; 0 when it has no index). */
+  indexFields: u32 = 0;
   /** The partition key's bytes (a view, valid until the next event): a key without a string. */
   readonly key: Bytes = new Bytes();
-  private reader: JsonReader = new JsonReader();
+  private reader: JsonReader = new JsonReader().forEvents();
 
   /** The decimal sequence number. Allocates. */
   seq(): string { return String.UTF8.decodeUnsafe(this.seqPtr, this.seqLen); }
@@ -126,8 +133,11 @@ export class Event {
     memory.copy(changetype<usize>(b), this.dataPtr, this.dataLen);
     return b;
   }
-  /** A JSON field reader over the data (one reader per event object, reused by every call). */
-  json(): JsonReader { return this.reader.reset(this.dataPtr, this.dataLen); }
+  /**
+   * A JSON field reader over the data (one reader per event object, reused by every call). It
+   * reads the fields the host indexed where the index points (see JsonReader).
+   */
+  json(): JsonReader { return this.reader.resetEvent(this.dataPtr, this.dataLen, this.indexPtr, this.indexFields); }
 }
 
 function validCollection(c: string): bool {
@@ -227,13 +237,28 @@ export class Batch {
     const k = ev.key;
     k.ptr = ev.keyPtr;
     k.len = ev.keyLen;
-    this.ptr = p + dl;
+    p += dl;
+    ev.indexPtr = 0;
+    const f = ev.indexFields;
+    if (f != 0) { // u8 indexed, then f × (u32 offset, u32 length) when it is 1
+      if (p >= end) return this.bad("field index");
+      const x = load<u8>(p++);
+      if (x == 1) {
+        if (end - p < <usize>f << 3) return this.bad("field index");
+        if (!validIndex(p, f, ev.dataPtr, dl)) return this.bad("field index", "out of the data's bounds");
+        ev.indexPtr = p;
+        p += <usize>f << 3;
+      } else if (x != 0) {
+        return this.bad("field index", "flag " + x.toString() + ", want 0 or 1");
+      }
+    }
+    this.ptr = p;
     this.left--;
     return true;
   }
 
-  private bad(field: string): bool {
-    this.decodeError = "event " + (this.count - this.left).toString() + ": " + field + " truncated or too long";
+  private bad(field: string, what: string = "truncated or too long"): bool {
+    this.decodeError = "event " + (this.count - this.left).toString() + ": " + field + " " + what;
     return false;
   }
 
@@ -511,6 +536,14 @@ export class Batch {
     if (this.shardLen > MAX_SHARD_ID_LEN || 14 + this.shardLen > len) return "shard id length out of range";
     this.shardPtr = ptr + 14;
     this.ptr = ptr + 14 + <usize>this.shardLen;
+    let f: u32 = 0;
+    if (load<u32>(ptr, 4) & FLAG_FIELD_INDEX) { // u16 f after the shard id (§2.1)
+      if (this.end - this.ptr < 2) return "field count truncated";
+      f = <u32>load<u16>(this.ptr);
+      if (f == 0 || f > <u32>MAX_INDEXED_FIELDS) return "field count " + f.toString() + " out of range (want 1.." + MAX_INDEXED_FIELDS.toString() + ")";
+      this.ptr += 2;
+    }
+    this.event.indexFields = f;
     this.left = this.count;
     return null;
   }
@@ -801,7 +834,9 @@ export function projhost_handle(ptr: usize, len: i32): i64 {
     return 0;
   }
   batch.active = true;
+  openFields(true);
   const msg = h(batch);
+  openFields(false);
   batch.active = false;
   if (msg !== null) {
     fail(msg);

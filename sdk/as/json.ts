@@ -310,11 +310,16 @@ function addrSlot(addrs: StaticArray<usize>, a: usize): i32 {
 }
 
 // The names a JsonReader looks up, as bytes. Static strings (literals, below __heap_base: they
-// never move or change) that are ASCII are encoded once, in an open-addressing table by address
-// (rnAddrs: 0 empty) whose bytes are in rnBuf at rnOffs (8-aligned, 8 bytes of padding after
-// each, for keyBytesEqual; -1: not ASCII). Other ASCII names are encoded per lookup into nameBytes.
+// never move or change) are entered once in an open-addressing table by address (rnAddrs: 0
+// empty; a string the handler builds at run time is above __heap_base, so it is never entered
+// and never mistaken for one that is). Per entry: the name's bytes in rnBuf at rnOffs when it is
+// ASCII (8-aligned, 8 bytes of padding after each, for keyBytesEqual; -1: not ASCII), and its
+// slot in the host's field index (ABI.md §2.1) in rnSlots: SLOT_ASK until an event reader
+// registers it, then the host's answer, SLOT_NONE when it refused. Other ASCII names are
+// encoded per lookup into nameBytes.
 let rnAddrs = new StaticArray<usize>(64);
 let rnOffs = new StaticArray<i32>(64);
+let rnSlots = new StaticArray<i32>(64);
 let rnCount = 0;
 let rnBuf = new ArrayBuffer(512);
 let rnLen = 0;
@@ -360,26 +365,35 @@ function readerNameSlow(s: string): bool {
     rnKeyLen = n;
     return true;
   }
+  return cachedName(nameEntry(s), s);
+}
+
+/** The slot of rnAddrs holding the static string s, entered (and its bytes encoded) if new. */
+function nameEntry(s: string): i32 {
+  const kp = changetype<usize>(s);
   let i = addrSlot(rnAddrs, kp);
-  if (unchecked(rnAddrs[i]) == kp) return cachedName(i, s);
+  if (unchecked(rnAddrs[i]) == kp) return i;
   if ((rnCount + 1) * 2 > rnAddrs.length) {
-    const addrs = rnAddrs, offs = rnOffs;
+    const addrs = rnAddrs, offs = rnOffs, slots = rnSlots;
     rnAddrs = new StaticArray<usize>(addrs.length << 1);
     rnOffs = new StaticArray<i32>(addrs.length << 1);
+    rnSlots = new StaticArray<i32>(addrs.length << 1);
     for (let k = 0; k < addrs.length; k++) {
       const ak = unchecked(addrs[k]);
       if (ak == 0) continue;
       const j = addrSlot(rnAddrs, ak);
       unchecked(rnAddrs[j] = ak);
       unchecked(rnOffs[j] = unchecked(offs[k]));
+      unchecked(rnSlots[j] = unchecked(slots[k]));
     }
     i = addrSlot(rnAddrs, kp);
   }
   rnCount++;
   unchecked(rnAddrs[i] = kp);
+  unchecked(rnSlots[i] = SLOT_ASK);
   if (!isAscii(s)) {
     unchecked(rnOffs[i] = -1);
-    return false;
+    return i;
   }
   const n = s.length, room = ((n + 7) & ~7) + 8;
   if (rnLen + room > rnBuf.byteLength) rnBuf = grownBuffer(rnBuf, rnLen, rnLen + room);
@@ -387,8 +401,70 @@ function readerNameSlow(s: string): bool {
   for (let k = 0; k < n; k++) store<u8>(p + <usize>k, load<u16>(kp + (<usize>k << 1)));
   unchecked(rnOffs[i] = rnLen);
   rnLen += room;
-  rnPtr = p;
-  rnKeyLen = n;
+  return i;
+}
+
+// ---- the field index (ABI.md §2.1) ----
+
+// @ts-ignore: decorator
+@external("projhost", "field")
+declare function host_field(namePtr: usize, nameLen: i32): i32;
+
+/** The most fields a batch indexes (wasmabi.MaxIndexedFields): slots 0..63. */
+export const MAX_INDEXED_FIELDS: i32 = 64;
+const MAX_FIELD_NAME_LEN: i32 = 255;
+const SLOT_NONE: i32 = -1; // rnSlots: never indexed (the host refused the name)
+const SLOT_ASK: i32 = -2; // rnSlots: not registered yet
+
+// Whether a handler call is under way: the field import may be called only then.
+let fieldsOpen = false;
+
+/** For index.ts: a handler call starts (true) or ends (false). */
+export function openFields(open: bool): void { fieldsOpen = open; }
+
+/**
+ * The field-index slot of the static string s (below __heap_base): the host's answer to its
+ * registration, which is made at its first lookup during a handler call; SLOT_NONE when the host
+ * refused it, SLOT_ASK outside a handler call before that.
+ */
+// @ts-ignore: decorator
+@inline function nameSlot(s: string): i32 {
+  const kp = changetype<usize>(s);
+  let i = addrHome(kp, rnAddrs.length - 1);
+  if (unchecked(rnAddrs[i]) != kp) i = nameEntry(s);
+  const slot = unchecked(rnSlots[i]);
+  return slot != SLOT_ASK ? slot : registerName(i, s);
+}
+
+/** Registers the name s of rnAddrs slot i with the host (once: the answer is kept). */
+function registerName(i: i32, s: string): i32 {
+  if (!fieldsOpen) return SLOT_ASK;
+  const n = utf8Into(nameBytes, s);
+  let slot = SLOT_NONE;
+  if (n >= 1 && n <= MAX_FIELD_NAME_LEN) {
+    const r = host_field(changetype<usize>(nameBytes.buf), n);
+    if (r >= 0 && r < MAX_INDEXED_FIELDS) slot = r;
+  }
+  unchecked(rnSlots[i] = slot);
+  return slot;
+}
+
+/**
+ * For index.ts: whether the f index entries at e (8 bytes each, ABI.md §2) fit the event data
+ * at data..data+dl: every value inside it and at least one byte long (a string's two quotes
+ * included), every absent field (offset 0xFFFFFFFF) of length 0.
+ */
+export function validIndex(e: usize, f: u32, data: usize, dl: u32): bool {
+  for (let end = e + (<usize>f << 3); e < end; e += 8) {
+    const off = load<u32>(e), n = load<u32>(e, 4);
+    if (off == 0xFFFFFFFF) {
+      if (n != 0) return false;
+      continue;
+    }
+    const l = n & 0x7FFFFFFF;
+    if (l == 0 || off > dl || l > dl - off) return false;
+    if (l == 1 && load<u8>(data + <usize>off) == 0x22) return false;
+  }
   return true;
 }
 
@@ -449,6 +525,12 @@ const EMPTY_BYTES = new Bytes();
  * After each get*, `found` tells whether that field existed with the requested type; `ok` stays
  * true while every get* since the reader was pointed at the object found its field. Nothing is
  * allocated except the strings getString/getRaw/getFloat create; getText returns a view.
+ *
+ * The reader of Event.json() reads through the host's field index (ABI.md §2.1) when the event
+ * has one: a name given as a string literal is registered with the host at its first lookup in
+ * a handler call, and from the next batch on its value is where the index points, without a
+ * scan. The host indexes only data that follows the document rule, where that gives the
+ * answers the scan gives; other names, and other events, are scanned.
  */
 export class JsonReader {
   ptr: usize = 0;
@@ -459,7 +541,10 @@ export class JsonReader {
   ok: bool = true;
   // Members scanned so far: per member, 4 addresses in mem (key start and end without the
   // quotes, value start and end) and flags in fl (1: the key needs no unescaping, 2: the
-  // string value needs none, 4: getText unescaped it).
+  // string value needs none, 4: getText unescaped it). Scanned members are records base..n-1;
+  // an event reader (forEvents) keeps records 0..MAX_INDEXED_FIELDS-1 for the values its
+  // field index gives, slot s at record s (keys unknown, never compared).
+  private base: i32 = 0;
   private n: i32 = 0;
   private mem: StaticArray<usize> = new StaticArray<usize>(32);
   private fl: StaticArray<u8> = new StaticArray<u8>(8);
@@ -472,6 +557,39 @@ export class JsonReader {
   private next: usize = 0; // the next member to scan; 0: none (end of the object or malformed)
   private arena: ArrayBuffer = new ArrayBuffer(0); // unescaped getText values of this object
   private arenaLen: i32 = 0;
+  // The field index of the event data (resetEvent): nf entries at idx (0 and 0: none), bit s
+  // of got set once record s holds slot s's value; events: lookups register names.
+  private events: bool = false;
+  private idx: usize = 0;
+  private nf: u32 = 0;
+  private got: u64 = 0;
+
+  /**
+   * For the library (Event): makes this reader one over event data, which resetEvent points at
+   * an event and its field index. Call once, on a new reader.
+   */
+  forEvents(): JsonReader {
+    const c = MAX_INDEXED_FIELDS + 8;
+    this.base = MAX_INDEXED_FIELDS;
+    this.mem = new StaticArray<usize>(c << 2);
+    this.fl = new StaticArray<u8>(c);
+    this.texts = newViews(c);
+    return this;
+  }
+
+  /**
+   * For the library (Event.json): points a forEvents reader at the event data ptr..ptr+len
+   * whose field index is the nf entries at idx (ABI.md §2; idx 0: not indexed, every field is
+   * scanned). Lookups of static names register them with the host.
+   */
+  resetEvent(ptr: usize, len: i32, idx: usize, nf: u32): JsonReader {
+    this.reset(ptr, len);
+    this.events = true;
+    this.idx = idx;
+    this.nf = idx != 0 ? nf : 0;
+    this.got = 0;
+    return this;
+  }
 
   /** Points the reader at the object ptr..ptr+len. */
   reset(ptr: usize, len: i32): JsonReader {
@@ -479,7 +597,9 @@ export class JsonReader {
     this.len = len;
     this.found = false;
     this.ok = true;
-    this.n = 0;
+    this.n = this.base;
+    this.events = false;
+    this.nf = 0;
     this.sigs = 0;
     this.anyKey = false;
     this.arenaLen = 0;
@@ -556,8 +676,15 @@ export class JsonReader {
     } else {
       // Unescaped text takes at most 3 bytes per raw byte and each member is unescaped once, so
       // one arena of 3 * len holds every string of the object and never moves while views
-      // point into it.
-      if (this.arenaLen == 0 && this.arena.byteLength < this.len * 3) this.arena = new ArrayBuffer(this.len * 3);
+      // point into it; twice that with a field index, whose records may repeat a scanned
+      // member. Only an index whose values overlap (a host's bug) could find no room: then the
+      // field is not found.
+      const room = this.len * (this.nf != 0 ? 6 : 3);
+      if (this.arenaLen == 0 && this.arena.byteLength < room) this.arena = new ArrayBuffer(room);
+      if (this.arenaLen + <i32>(e - s) * 3 > this.arena.byteLength) {
+        this.miss();
+        return EMPTY_BYTES;
+      }
       const q = changetype<usize>(this.arena) + <usize>this.arenaLen;
       t.ptr = q;
       t.len = unescape(s, e, q);
@@ -608,15 +735,19 @@ export class JsonReader {
   // @ts-ignore: decorator
   @inline private at(i: i32, k: i32): usize { return unchecked(this.mem[(i << 2) + k]); }
 
-  /** The index of the first member named key, or -1. */
+  /** The record of the first member named key, or -1. */
   private field(key: string): i32 {
+    if (this.events && changetype<usize>(key) < __heap_base) {
+      const slot = nameSlot(key);
+      if (<u32>slot < this.nf) return this.indexed(slot);
+    }
     if (!readerName(key)) return this.fieldSlow(key);
     const np = rnPtr, kl = rnKeyLen;
     const end = this.ptr + <usize>this.len;
-    const n = this.n;
-    if (n > 0 && (kl == 0 || this.anyKey ||
+    const n = this.n, base = this.base;
+    if (n > base && (kl == 0 || this.anyKey ||
       (this.sigs & keySig(kl, load<u8>(np), load<u8>(np + <usize>(kl - 1)))) != 0)) {
-      for (let i = 0; i < n; i++) {
+      for (let i = base; i < n; i++) {
         const s = this.at(i, 0), e = this.at(i, 1);
         if (unchecked(this.fl[i]) & 1) {
           if (<i32>(e - s) == kl && keyBytesEqual(s, np, kl, end)) return i;
@@ -635,9 +766,30 @@ export class JsonReader {
     return -1;
   }
 
+  /**
+   * The record of field index slot s (< nf), filled from the index at its first lookup for this
+   * event; -1 when the index says the data has no such field.
+   */
+  // @ts-ignore: decorator
+  @inline private indexed(s: i32): i32 {
+    const bit = <u64>1 << <u64>s;
+    if (this.got & bit) return s;
+    const e = this.idx + (<usize>s << 3);
+    const off = load<u32>(e);
+    if (off == 0xFFFFFFFF) return -1;
+    const n = load<u32>(e, 4); // the length; bit 31: a string with an escape
+    const v = this.ptr + <usize>off;
+    const mem = this.mem, k = s << 2;
+    unchecked(mem[k + 2] = v);
+    unchecked(mem[k + 3] = v + <usize>(n & 0x7FFFFFFF));
+    unchecked(this.fl[s] = <u8>((~n >> 30) & 2)); // 2: no unescaping needed (valid UTF-8: the host checked)
+    this.got |= bit;
+    return s;
+  }
+
   /** field for a key that is not ASCII: compares UTF-8 bytes, members' keys unescaped. */
   private fieldSlow(key: string): i32 {
-    for (let i = 0, n = this.n; i < n; i++) {
+    for (let i = this.base, n = this.n; i < n; i++) {
       if (this.keyIs(i, key)) return i;
     }
     for (let i = this.scanNext(); i >= 0; i = this.scanNext()) {
