@@ -5,10 +5,15 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
@@ -62,27 +67,37 @@ func newIndexHost(tb testing.TB, module string, refuse ...string) *indexHost {
 		}
 		return string(b)
 	}
-	_, err = rt.NewHostModuleBuilder("projhost").
-		NewFunctionBuilder().WithFunc(func(_ context.Context, m api.Module, level, ptr, n uint32) {}).Export("log").
-		NewFunctionBuilder().WithFunc(func(_ context.Context, m api.Module, ptr, n uint32) { h.failMsg = read(m, ptr, n) }).Export("fail").
-		NewFunctionBuilder().WithFunc(func(_ context.Context, m api.Module, cp, cl, kp, kl, bp, bc uint32) int32 { return -1 }).Export("read").
-		NewFunctionBuilder().WithFunc(func(_ context.Context, m api.Module, ptr, n uint32) int32 {
-		name := read(m, ptr, n)
+	i32 := api.ValueTypeI32
+	fn := func(f func(m api.Module, s []uint64)) api.GoModuleFunction {
+		return api.GoModuleFunc(func(_ context.Context, m api.Module, s []uint64) { f(m, s) })
+	}
+	types := func(n int) []api.ValueType { return slices.Repeat([]api.ValueType{i32}, n) }
+	field := func(m api.Module, s []uint64) {
+		name := read(m, uint32(s[0]), uint32(s[1]))
 		h.calls[name]++
 		if !h.inHandle {
 			h.outside = append(h.outside, name)
 		}
-		if h.refuse[name] || n == 0 || n > 255 || len(h.names) == 64 {
-			return -1
+		s[0] = api.EncodeI32(-1)
+		if h.refuse[name] || len(name) == 0 || len(name) > 255 || len(h.names) == 64 {
+			return
 		}
 		for i, r := range h.names {
 			if r == name {
-				return int32(i)
+				s[0] = api.EncodeI32(int32(i))
+				return
 			}
 		}
 		h.names = append(h.names, name)
-		return int32(len(h.names) - 1)
-	}).Export("field").
+		s[0] = api.EncodeI32(int32(len(h.names) - 1))
+	}
+	_, err = rt.NewHostModuleBuilder("projhost").
+		NewFunctionBuilder().WithGoModuleFunction(fn(func(api.Module, []uint64) {}), types(3), nil).Export("log").
+		NewFunctionBuilder().WithGoModuleFunction(fn(func(m api.Module, s []uint64) {
+		h.failMsg = read(m, uint32(s[0]), uint32(s[1]))
+	}), types(2), nil).Export("fail").
+		NewFunctionBuilder().WithGoModuleFunction(fn(func(_ api.Module, s []uint64) { s[0] = api.EncodeI32(-1) }), types(6), types(1)).Export("read").
+		NewFunctionBuilder().WithGoModuleFunction(fn(field), types(2), types(1)).Export("field").
 		Instantiate(ctx)
 	if err != nil {
 		tb.Fatal(err)
@@ -625,4 +640,89 @@ func FuzzFieldIndex(f *testing.F) {
 			t.Fatalf("data %q, index %x: %d documents", data, raw, len(docs))
 		}
 	})
+}
+
+// BenchmarkFieldIndexGuestOnly runs the flightdelays example (AssemblyScript) over flights-20k
+// in batches of 100 in a bare wazero runtime (indexHost: no read model, the output dropped), the
+// same batches encoded with the field index and without, passes interleaved, and reports the
+// guest's CPU time per event of each and their ratio: what the index saves the guest.
+//
+//	go test -run '^$' -bench FieldIndexGuestOnly -benchtime 20x ./sdk/as/
+func BenchmarkFieldIndexGuestOnly(b *testing.B) {
+	raw, err := os.ReadFile("../../plugins/examples/flightdelays/data/flights-20k.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var datas []json.RawMessage
+	if err := json.Unmarshal(raw, &datas); err != nil {
+		b.Fatal(err)
+	}
+	evs := make([]wasmabi.Event, len(datas))
+	for i, d := range datas {
+		var f struct{ Origin string }
+		if err := json.Unmarshal(d, &f); err != nil {
+			b.Fatal(err)
+		}
+		evs[i] = wasmabi.Event{Seq: []byte(fmt.Sprintf("%020d", i+1)), PartitionKey: []byte(f.Origin), Data: d}
+	}
+	h := newIndexHost(b, testwasm.FlightDelaysAS)
+	ctx := context.Background()
+	alloc, handle := h.mod.ExportedFunction("projhost_alloc"), h.mod.ExportedFunction("projhost_handle")
+	run := func(batches [][]byte) time.Duration {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		c0 := threadCPU(b)
+		h.inHandle = true
+		for _, batch := range batches {
+			res, err := alloc.Call(ctx, uint64(len(batch)))
+			if err != nil || !h.mod.Memory().Write(uint32(res[0]), batch) {
+				b.Fatalf("alloc: %v", err)
+			}
+			if _, err := handle.Call(ctx, res[0], uint64(len(batch))); err != nil || h.failMsg != "" {
+				b.Fatalf("handle: %v %s", err, h.failMsg)
+			}
+		}
+		h.inHandle = false
+		return threadCPU(b) - c0
+	}
+	var scanned, indexed [][]byte
+	for i := 0; i < len(evs); i += 100 {
+		part := evs[i:min(i+100, len(evs))]
+		scanned = append(scanned, indexedBatch(b, part, 0, nil))
+	}
+	run(scanned[:1]) // registers the names
+	if len(h.names) != 4 {
+		b.Fatalf("registered %q, want flightdelays' 4 fields", h.names)
+	}
+	for i := 0; i < len(evs); i += 100 {
+		part := evs[i:min(i+100, len(evs))]
+		indexed = append(indexed, indexedBatch(b, part, len(h.names), indexAll(b, part, h.names)))
+	}
+	run(scanned)
+	run(indexed)
+	var cpu [2]time.Duration
+	b.ResetTimer()
+	for n := range b.N {
+		if n%2 == 0 {
+			cpu[0] += run(scanned)
+			cpu[1] += run(indexed)
+		} else {
+			cpu[1] += run(indexed)
+			cpu[0] += run(scanned)
+		}
+	}
+	events := float64(len(evs) * b.N)
+	b.ReportMetric(float64(cpu[0].Nanoseconds())/events, "scanned-ns/event")
+	b.ReportMetric(float64(cpu[1].Nanoseconds())/events, "indexed-ns/event")
+	b.ReportMetric(cpu[0].Seconds()/cpu[1].Seconds(), "indexed-speedup")
+}
+
+// threadCPU returns the calling thread's CPU time (user + system; Linux RUSAGE_THREAD).
+func threadCPU(tb testing.TB) time.Duration {
+	const rusageThread = 1
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
