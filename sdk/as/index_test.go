@@ -79,7 +79,7 @@ func newIndexHost(tb testing.TB, module string, refuse ...string) *indexHost {
 			h.outside = append(h.outside, name)
 		}
 		s[0] = api.EncodeI32(-1)
-		if h.refuse[name] || len(name) == 0 || len(name) > 255 || len(h.names) == 64 {
+		if h.refuse[name] || len(name) == 0 || len(name) > 255 || len(h.names) == wasmabi.MaxIndexedFields {
 			return
 		}
 		for i, r := range h.names {
@@ -192,43 +192,45 @@ func spansOf(tb testing.TB, data []byte, names []string) ([]span, bool) {
 		}
 		out[i] = s
 	}
+	// The host's index of data (event.IndexFields) is this one.
+	host := make([]event.FieldSpan, len(names))
+	if !event.IndexFields(data, names, host) {
+		tb.Fatalf("%q: event.IndexFields refuses a document", data)
+	}
+	for i, h := range host {
+		want := span{uint32(h.Start), uint32(h.End - h.Start)}
+		if h.Start < 0 {
+			want = absent
+		} else if h.Escaped {
+			want.n |= 1 << 31
+		}
+		if want != out[i] {
+			tb.Fatalf("%q, field %q: event.IndexFields %+v, want %+v", data, names[i], h, out[i])
+		}
+	}
 	return out, true
 }
 
 // indexedBatch encodes events as a batch of shard "shard-1" with a field index of f fields
-// (ABI.md §2): index[i] is event i's entries (nil: not indexed). f = 0 encodes no index.
+// (ABI.md §2, wasmabi.AppendIndexedBatch): index[i] is event i's entries (nil: not indexed). f =
+// 0 encodes no index.
 func indexedBatch(tb testing.TB, events []wasmabi.Event, f int, index [][]span) []byte {
 	tb.Helper()
-	b, err := wasmabi.AppendBatch(nil, "shard-1", events)
+	evs := slices.Clone(events)
+	for i := range evs {
+		evs[i].Index = nil
+		if f > 0 && index[i] != nil {
+			for _, s := range index[i] {
+				evs[i].Index = binary.LittleEndian.AppendUint32(evs[i].Index, s.off)
+				evs[i].Index = binary.LittleEndian.AppendUint32(evs[i].Index, s.n)
+			}
+		}
+	}
+	b, err := wasmabi.AppendIndexedBatch(nil, "shard-1", evs, f)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if f == 0 {
-		return b
-	}
-	out := binary.LittleEndian.AppendUint32(nil, wasmabi.Version)
-	out = binary.LittleEndian.AppendUint32(out, 1)
-	out = append(out, b[8:14+len("shard-1")]...) // count, shard id
-	out = binary.LittleEndian.AppendUint16(out, uint16(f))
-	for i, e := range events {
-		out = binary.LittleEndian.AppendUint16(out, uint16(len(e.Seq)))
-		out = append(out, e.Seq...)
-		out = binary.LittleEndian.AppendUint16(out, uint16(len(e.PartitionKey)))
-		out = append(out, e.PartitionKey...)
-		out = binary.LittleEndian.AppendUint64(out, uint64(e.ArrivalMs))
-		out = binary.LittleEndian.AppendUint32(out, uint32(len(e.Data)))
-		out = append(out, e.Data...)
-		if index[i] == nil {
-			out = append(out, 0)
-			continue
-		}
-		out = append(out, 1)
-		for _, s := range index[i] {
-			out = binary.LittleEndian.AppendUint32(out, s.off)
-			out = binary.LittleEndian.AppendUint32(out, s.n)
-		}
-	}
-	return out
+	return b
 }
 
 // indexAll is the index the host would send for events: spansOf each event's data for the
@@ -626,13 +628,16 @@ func FuzzFieldIndex(f *testing.F) {
 				t.Fatalf("data %q: indexed %q, scanned %q", data, got, want)
 			}
 		}
+		// Any index bytes: the batch's last f entries (its only event's) overwritten with raw.
 		lie := make([]span, len(h.names))
 		for i := range lie {
-			var e [8]byte
-			copy(e[:], raw[min(len(raw), 8*i):])
-			lie[i] = span{binary.LittleEndian.Uint32(e[:]), binary.LittleEndian.Uint32(e[4:])}
+			lie[i] = absent
 		}
-		docs, msg = h.handle(t, indexedBatch(t, evs, len(h.names), [][]span{lie}))
+		batch := indexedBatch(t, evs, len(h.names), [][]span{lie})
+		entries := batch[len(batch)-8*len(lie):]
+		clear(entries)
+		copy(entries, raw)
+		docs, msg = h.handle(t, batch)
 		if msg != "" && !strings.HasPrefix(msg, "guest: cannot decode batch: event 0: field index") {
 			t.Fatalf("data %q, index %x: %s", data, raw, msg)
 		}
