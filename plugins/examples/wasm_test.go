@@ -1,6 +1,8 @@
 // Smoke tests of the example modules in a minimal wazero host: the Go and AssemblyScript builds
 // must write byte-identical documents, equal to the native run of the Go handler. The real host
-// lives in host/; this harness implements just enough of ABI v1 to drive the modules directly.
+// lives in host/; this harness implements just enough of ABI v1 to drive the modules directly,
+// the field index (ABI.md §2.1) included: it registers the names a guest asks for and indexes
+// the batches it hands over as the host does.
 package examples_test
 
 import (
@@ -10,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -21,6 +24,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
+	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/internal/testwasm"
 	"github.com/projhost/projhost/plugins/examples/count"
 	"github.com/projhost/projhost/plugins/examples/flightdelays"
@@ -39,6 +43,7 @@ type miniHost struct {
 	logs    []string
 	batches int
 	keyBuf  []byte
+	fields  []string // the names the guest registered (projhost.field), in slot order
 }
 
 func newMiniHost(tb testing.TB, name string) *miniHost {
@@ -86,6 +91,9 @@ func newMiniHostCtx(ctx context.Context, tb testing.TB, name string) *miniHost {
 		}
 		s[0] = api.EncodeI32(int32(len(d)))
 	}), []api.ValueType{i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}).Export(wasmabi.ImportRead).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, m api.Module, s []uint64) {
+		s[0] = api.EncodeI32(registerField(&h.fields, string(mem(m, uint32(s[0]), uint32(s[1])))))
+	}), []api.ValueType{i32, i32}, []api.ValueType{i32}).Export(wasmabi.ImportField).
 		Instantiate(ctx)
 	if err != nil {
 		tb.Fatal(err)
@@ -127,10 +135,54 @@ func newMiniHostCtx(ctx context.Context, tb testing.TB, name string) *miniHost {
 	return h
 }
 
-// run hands one encoded batch to the guest; it returns the fail message ("" = success) and
-// applies the output otherwise.
+// registerField is the host's projhost.field (ABI.md §1) over the names registered so far: the
+// slot of name, added if new, or -1.
+func registerField(fields *[]string, name string) int32 {
+	if name == "" || len(name) > wasmabi.MaxFieldNameLen || !utf8.ValidString(name) {
+		return -1
+	}
+	if i := slices.Index(*fields, name); i >= 0 {
+		return int32(i)
+	}
+	if len(*fields) == wasmabi.MaxIndexedFields {
+		return -1
+	}
+	*fields = append(*fields, name)
+	return int32(len(*fields) - 1)
+}
+
+// withIndex returns batch encoded with the field index of fields (ABI.md §2.1), as the host
+// hands it to a guest that registered them: batch itself when there are none, or when it does
+// not decode (a test's corrupt batch).
+func withIndex(tb testing.TB, batch []byte, fields []string) []byte {
+	if len(fields) == 0 {
+		return batch
+	}
+	shard, evs, err := wasmabi.DecodeBatch(batch)
+	if err != nil {
+		return batch
+	}
+	spans := make([]event.FieldSpan, len(fields))
+	for i := range evs {
+		evs[i].Index = nil
+		if event.IndexFields(evs[i].Data, fields, spans) {
+			for _, sp := range spans {
+				evs[i].Index = wasmabi.AppendFieldEntry(evs[i].Index, sp.Start, sp.End, sp.Escaped)
+			}
+		}
+	}
+	out, err := wasmabi.AppendIndexedBatch(nil, shard, evs, len(fields))
+	if err != nil {
+		tb.Fatalf("re-encoding a batch with its field index: %v", err)
+	}
+	return out
+}
+
+// run hands one encoded batch to the guest, with the field index of the names it registered;
+// it returns the fail message ("" = success) and applies the output otherwise.
 func (h *miniHost) run(tb testing.TB, batch []byte) string {
 	ctx := context.Background()
+	batch = withIndex(tb, batch, h.fields)
 	res, err := h.alloc.Call(ctx, uint64(len(batch)))
 	if err != nil || res[0] == 0 {
 		tb.Fatalf("alloc: %v %v", res, err)
@@ -226,7 +278,7 @@ func batches(tb testing.TB, evs []wasmabi.Event, size int) [][]byte {
 func toGuest(evs []wasmabi.Event) []guest.Event {
 	out := make([]guest.Event, len(evs))
 	for i, e := range evs {
-		out[i] = guest.Event(e)
+		out[i] = guest.Event{Seq: e.Seq, PartitionKey: e.PartitionKey, ArrivalMs: e.ArrivalMs, Data: e.Data}
 	}
 	return out
 }
