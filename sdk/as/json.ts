@@ -948,7 +948,14 @@ function nextMember(i: usize, end: usize): usize {
 // scanString's second result: the string has neither escapes nor invalid UTF-8.
 let scanPlain = false;
 
-function skipWS(p: usize, end: usize): usize {
+/** The first byte from p on that is not JSON white space (or end); inline when there is none. */
+// @ts-ignore: decorator
+@inline function skipWS(p: usize, end: usize): usize {
+  if (p < end && load<u8>(p) > 0x20) return p; // no white space: the common case of compact JSON
+  return skipWSLoop(p, end);
+}
+
+function skipWSLoop(p: usize, end: usize): usize {
   while (p < end) {
     const c = load<u8>(p);
     if (c != 0x20 && c != 0x09 && c != 0x0A && c != 0x0D) break;
