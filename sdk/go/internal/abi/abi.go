@@ -36,6 +36,14 @@ const (
 	MaxMessageLen      = 4096 // log and fail messages
 	MaxOutputMutations = 50000
 	MaxOutputBytes     = 32 << 20
+	MaxIndexedFields   = 64 // fields of a field index (§2.1)
+)
+
+// The field index (ABI.md §2.1): the batch flag that announces it and the values of an entry.
+const (
+	FlagFieldIndex = 1 << 0     // batch flags bit 0: the events carry a field index
+	FieldAbsent    = 0xFFFFFFFF // an entry's offset when the object has no such field
+	FieldEscaped   = 1 << 31    // an entry's length bit: a string value holding a backslash escape
 )
 
 // Log levels of the log import.
@@ -88,17 +96,38 @@ func CheckEvent(e *Event) error {
 	return nil
 }
 
-// AppendBatch appends the encoding of a batch (ABI.md §2) to dst. It returns an error wrapping
-// ErrMalformed when an event or the shard id exceeds an ABI limit; dst is then unspecified.
+// AppendBatch appends the encoding of a batch (ABI.md §2) without a field index to dst. It
+// returns an error wrapping ErrMalformed when an event or the shard id exceeds an ABI limit; dst
+// is then unspecified.
 func AppendBatch(dst []byte, shardID string, events []Event) ([]byte, error) {
+	return AppendIndexedBatch(dst, shardID, events, 0, nil)
+}
+
+// AppendIndexedBatch is AppendBatch with a field index of fields fields (ABI.md §2.1; 0: no
+// index, then index is ignored): index[i] is event i's entries as they are encoded, fields × 8
+// bytes, or nil when the event is not indexed. The entries are copied unchecked, so a test can
+// encode any index; the host encodes the real ones (the SDK never indexes). Errors as
+// AppendBatch's, and ErrMalformed when fields is over MaxIndexedFields, index has not one element
+// per event or an element is neither nil nor fields × 8 bytes.
+func AppendIndexedBatch(dst []byte, shardID string, events []Event, fields int, index [][]byte) ([]byte, error) {
 	if len(shardID) > MaxShardIDLen {
 		return dst, fmt.Errorf("%w: shard id of %d bytes exceeds %d", ErrMalformed, len(shardID), MaxShardIDLen)
 	}
+	if fields < 0 || fields > MaxIndexedFields || fields > 0 && len(index) != len(events) {
+		return dst, fmt.Errorf("%w: a field index of %d fields for %d of %d events", ErrMalformed, fields, len(index), len(events))
+	}
+	var flags uint32
+	if fields > 0 {
+		flags = FlagFieldIndex
+	}
 	dst = binary.LittleEndian.AppendUint32(dst, Version)
-	dst = binary.LittleEndian.AppendUint32(dst, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, flags)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(events)))
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(shardID)))
 	dst = append(dst, shardID...)
+	if fields > 0 {
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(fields))
+	}
 	for i := range events {
 		e := &events[i]
 		if err := CheckEvent(e); err != nil {
@@ -111,6 +140,20 @@ func AppendBatch(dst []byte, shardID string, events []Event) ([]byte, error) {
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(e.ArrivalMs))
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(e.Data)))
 		dst = append(dst, e.Data...)
+		if fields == 0 {
+			continue
+		}
+		switch len(index[i]) {
+		case 0:
+			if index[i] != nil {
+				return dst, fmt.Errorf("%w: event %d: an empty field index (nil: not indexed)", ErrMalformed, i)
+			}
+			dst = append(dst, 0)
+		case 8 * fields:
+			dst = append(append(dst, 1), index[i]...)
+		default:
+			return dst, fmt.Errorf("%w: event %d: a field index of %d bytes, want %d fields × 8", ErrMalformed, i, len(index[i]), fields)
+		}
 	}
 	return dst, nil
 }
@@ -125,6 +168,8 @@ type BatchReader struct {
 	off     int
 	left    uint32
 	count   uint32
+	fields  int    // f of the field index; 0: the batch has none
+	index   []byte // the field index of the event Next decoded last; nil: none
 	shardID []byte
 	err     error
 }
@@ -146,6 +191,16 @@ func NewBatchReader(buf []byte) (BatchReader, error) {
 	r.shardID = buf[batchHeaderLen : batchHeaderLen+sl]
 	r.buf = buf
 	r.off = batchHeaderLen + sl
+	if binary.LittleEndian.Uint32(buf[4:])&FlagFieldIndex != 0 {
+		if len(buf)-r.off < 2 {
+			return BatchReader{}, fmt.Errorf("%w: field count truncated", ErrMalformed)
+		}
+		r.fields = int(binary.LittleEndian.Uint16(buf[r.off:]))
+		if r.fields == 0 || r.fields > MaxIndexedFields {
+			return BatchReader{}, fmt.Errorf("%w: field count %d not in 1..%d", ErrMalformed, r.fields, MaxIndexedFields)
+		}
+		r.off += 2
+	}
 	r.left = r.count
 	return r, nil
 }
@@ -155,6 +210,17 @@ func (r *BatchReader) ShardID() []byte { return r.shardID }
 
 // Len returns the number of events the header declares.
 func (r *BatchReader) Len() int { return int(r.count) }
+
+// Fields returns the number of fields of the batch's field index (ABI.md §2.1; f, 1..64), 0 when
+// the batch has no index (flag bit 0 clear).
+func (r *BatchReader) Fields() int { return r.fields }
+
+// Index returns the field index of the event Next decoded last: Fields() entries of 8 bytes, slot
+// 0 first, each the little-endian u32 offset of the field's value in the event's data
+// (FieldAbsent: no such field) and the u32 length of its JSON text (FieldEscaped set for a string
+// holding an escape; 0 when absent). Next has checked that every value lies within the data. It is
+// nil when the event is not indexed (or the batch has no index) and aliases the buffer.
+func (r *BatchReader) Index() []byte { return r.index }
 
 // Next decodes the next event into e and reports whether there was one. After it returns false,
 // Err reports whether the batch ended cleanly.
@@ -186,7 +252,45 @@ func (r *BatchReader) Next(e *Event) bool {
 	}
 	e.Data = r.buf[r.off : r.off+int(dl)]
 	r.off += int(dl)
+	if r.fields != 0 && !r.readIndex(dl) {
+		return false
+	}
 	r.left--
+	return true
+}
+
+// readIndex reads the field index of an event whose data of dl bytes ends at r.off (ABI.md §2.1)
+// into r.index, checking that every value lies within the data.
+func (r *BatchReader) readIndex(dl uint32) bool {
+	if r.off >= len(r.buf) {
+		return r.fail("field index")
+	}
+	switch r.buf[r.off] {
+	case 0:
+		r.index = nil
+		r.off++
+		return true
+	case 1:
+	default:
+		r.err = fmt.Errorf("%w: event %d: field index flag %d (want 0 or 1)", ErrMalformed, r.count-r.left, r.buf[r.off])
+		return false
+	}
+	n := 8 * r.fields
+	if n > len(r.buf)-r.off-1 {
+		return r.fail("field index")
+	}
+	r.index = r.buf[r.off+1 : r.off+1+n]
+	for i := 0; i < n; i += 8 {
+		off := binary.LittleEndian.Uint32(r.index[i:])
+		ln := binary.LittleEndian.Uint32(r.index[i+4:])
+		if off == FieldAbsent && ln == 0 || uint64(off)+uint64(ln&^FieldEscaped) <= uint64(dl) {
+			continue
+		}
+		r.err = fmt.Errorf("%w: event %d: field %d: value at %d of %d bytes (length word %#x) is not within the %d bytes of data",
+			ErrMalformed, r.count-r.left, i/8, off, ln&^FieldEscaped, ln, dl)
+		return false
+	}
+	r.off += 1 + n
 	return true
 }
 

@@ -21,16 +21,31 @@ func sampleEvents() []Event {
 }
 
 func decodeAll(buf []byte) (string, []Event, error) {
+	shard, evs, _, _, err := decodeIndexed(buf)
+	return shard, evs, err
+}
+
+// decodeIndexed decodes buf with its field index: the number of fields and every event's index.
+func decodeIndexed(buf []byte) (shard string, evs []Event, fields int, index [][]byte, err error) {
 	r, err := NewBatchReader(buf)
 	if err != nil {
-		return "", nil, err
+		return "", nil, 0, nil, err
 	}
-	var evs []Event
 	var e Event
 	for r.Next(&e) {
 		evs = append(evs, e)
+		index = append(index, r.Index())
 	}
-	return string(r.ShardID()), evs, r.Err()
+	return string(r.ShardID()), evs, r.Fields(), index, r.Err()
+}
+
+// entries encodes field index entries, given as offset, length word pairs.
+func entries(words ...uint32) []byte {
+	var b []byte
+	for _, w := range words {
+		b = binary.LittleEndian.AppendUint32(b, w)
+	}
+	return b
 }
 
 func wantMalformed(t *testing.T, err error, msg string) {
@@ -73,6 +88,74 @@ func TestBatchRoundTrip(t *testing.T) {
 			evs[i].ArrivalMs != got[i].ArrivalMs || string(evs[i].Data) != string(got[i].Data) {
 			t.Errorf("event %d: got %+v, want %+v", i, got[i], evs[i])
 		}
+	}
+}
+
+func TestIndexedBatchRoundTrip(t *testing.T) {
+	evs := []Event{
+		{Seq: []byte("1"), PartitionKey: []byte("DTW"), Data: []byte(`{"delay":66,"origin":"D\u0054W"}`)},
+		{Seq: []byte("2"), Data: []byte(`not JSON`)},
+		{Seq: []byte("3"), Data: []byte(`{"delay":-5}`)},
+	}
+	index := [][]byte{
+		entries(9, 2, 20, FieldEscaped|10), // "delay" 66, "origin" "D\u0054W" (escaped)
+		nil,                                // not indexed
+		entries(9, 2, FieldAbsent, 0),      // "delay" -5, no "origin"
+	}
+	buf, err := AppendIndexedBatch(nil, "s7", evs, 2, index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The header and the first event's index, byte by byte (ABI.md §2).
+	if got := binary.LittleEndian.Uint32(buf[4:]); got != FlagFieldIndex {
+		t.Errorf("flags = %d, want %d", got, FlagFieldIndex)
+	}
+	if got := binary.LittleEndian.Uint16(buf[16:]); got != 2 {
+		t.Errorf("field count = %d, want 2", got)
+	}
+	first := 18 + 2 + 1 + 2 + 3 + 8 + 4 + len(evs[0].Data) // header, shard, seq, key, arrival, data
+	if buf[first] != 1 || !bytes.Equal(buf[first+1:first+17], index[0]) || buf[first+17] != 1 {
+		t.Fatalf("first event's index % x, want 01 % x then the next seq length 1", buf[first:first+18], index[0])
+	}
+	shard, got, fields, gotIndex, err := decodeIndexed(buf)
+	if err != nil || shard != "s7" || fields != 2 || len(got) != len(evs) {
+		t.Fatalf("decode: shard %q, %d fields, %d events, %v", shard, fields, len(got), err)
+	}
+	for i := range evs {
+		if string(got[i].Seq) != string(evs[i].Seq) || string(got[i].Data) != string(evs[i].Data) {
+			t.Errorf("event %d: got %q %q, want %q %q", i, got[i].Seq, got[i].Data, evs[i].Seq, evs[i].Data)
+		}
+		if !bytes.Equal(gotIndex[i], index[i]) || (gotIndex[i] == nil) != (index[i] == nil) {
+			t.Errorf("event %d: index % x, want % x", i, gotIndex[i], index[i])
+		}
+	}
+	// Without the flag, the same events encode as AppendBatch encodes them.
+	plain, _ := AppendBatch(nil, "s7", evs)
+	if noIndex, _ := AppendIndexedBatch(nil, "s7", evs, 0, index); !bytes.Equal(noIndex, plain) {
+		t.Errorf("AppendIndexedBatch with 0 fields differs from AppendBatch")
+	}
+	if _, _, fields, gotIndex, err := decodeIndexed(plain); err != nil || fields != 0 || gotIndex[0] != nil {
+		t.Errorf("batch without index: %d fields, index % x, %v", fields, gotIndex[0], err)
+	}
+}
+
+func TestAppendIndexedBatchRejects(t *testing.T) {
+	ev := []Event{{Seq: []byte("1"), Data: []byte(`{}`)}}
+	for _, c := range []struct {
+		name   string
+		fields int
+		index  [][]byte
+		msg    string
+	}{
+		{"65 fields", 65, [][]byte{nil}, "a field index of 65 fields"},
+		{"index per event", 1, nil, "a field index of 1 fields for 0 of 1 events"},
+		{"short entries", 2, [][]byte{entries(0, 2)}, "event 0: a field index of 8 bytes, want 2 fields"},
+		{"empty entries", 1, [][]byte{{}}, "event 0: an empty field index"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := AppendIndexedBatch(nil, "s", ev, c.fields, c.index)
+			wantMalformed(t, err, c.msg)
+		})
 	}
 }
 
@@ -128,6 +211,54 @@ func TestBatchReaderRejects(t *testing.T) {
 		{"trailing", append(append([]byte(nil), good...), 0), "1 trailing bytes"},
 		{"count too high", bad(func(b []byte) []byte { b[8] = 2; return b }), "event 1: sequence number truncated"},
 		{"key over 1024 bytes", longKey, "event 0: partition key truncated or too long"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := decodeAll(c.in)
+			wantMalformed(t, err, c.msg)
+		})
+	}
+}
+
+func TestBatchReaderRejectsIndex(t *testing.T) {
+	data := []byte(`{"a":1,"b":"x"}`) // 15 bytes: "a" at 5 (1 byte), "b" at 11 (3 bytes)
+	batch := func(fields int, index ...[]byte) []byte {
+		evs := make([]Event, len(index))
+		for i := range evs {
+			evs[i] = Event{Seq: []byte("1"), Data: data}
+		}
+		b, err := AppendIndexedBatch(nil, "s", evs, fields, index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	good := batch(2, entries(5, 1, 11, 3), nil)
+	if _, _, err := decodeAll(good); err != nil {
+		t.Fatalf("good batch: %v", err)
+	}
+	flag := 15 + 2 + 3 + 2 + 8 + 4 + len(data) // header and shard, field count, seq, key, arrival, data
+	withFields := func(n uint16) []byte {
+		b := append([]byte(nil), good...)
+		binary.LittleEndian.PutUint16(b[15:], n)
+		return b
+	}
+	for _, c := range []struct {
+		name string
+		in   []byte
+		msg  string
+	}{
+		{"no field count", good[:15], "field count truncated"},
+		{"0 fields", withFields(0), "field count 0 not in 1..64"},
+		{"65 fields", withFields(65), "field count 65 not in 1..64"},
+		{"more fields than entries", withFields(3), "event 0: field 2: value at 3211265 of 0 bytes"}, // the next event's bytes
+		{"index flag 2", func() []byte { b := append([]byte(nil), good...); b[flag] = 2; return b }(), "event 0: field index flag 2 (want 0 or 1)"},
+		{"truncated flag", good[:flag], "event 0: field index truncated"},
+		{"truncated entries", good[:flag+9], "event 0: field index truncated"},
+		{"value past the data", batch(2, entries(5, 1, 11, 5)), "event 0: field 1: value at 11 of 5 bytes (length word 0x5) is not within the 15 bytes of data"},
+		{"offset past the data", batch(1, nil, entries(16, 0)), "event 1: field 0: value at 16 of 0 bytes"},
+		{"escape flag counts not", batch(1, entries(11, FieldEscaped|5)), "event 0: field 0: value at 11 of 5 bytes (length word 0x80000005)"},
+		{"absent with a length", batch(1, entries(FieldAbsent, 1)), "event 0: field 0: value at 4294967295 of 1 bytes"},
+		{"absent escaped", batch(1, entries(FieldAbsent, FieldEscaped)), "event 0: field 0: value at 4294967295 of 0 bytes (length word 0x80000000)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := decodeAll(c.in)
@@ -234,22 +365,44 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add(good)
 	f.Add(good[:20])
 	f.Add([]byte{})
+	indexed, _ := AppendIndexedBatch(nil, "shard", []Event{
+		{Seq: []byte("1"), Data: []byte(`{"a":1,"b":"\n"}`)},
+		{Seq: []byte("2"), Data: []byte(`[]`)},
+		{Seq: []byte("3"), Data: []byte(`{"b":"x"}`)},
+	}, 2, [][]byte{entries(5, 1, 11, FieldEscaped|4), nil, entries(FieldAbsent, 0, 5, 3)})
+	f.Add(indexed)
+	f.Add(indexed[:40])
 	f.Fuzz(func(t *testing.T, in []byte) {
-		shard, evs, err := decodeAll(in)
+		shard, evs, fields, index, err := decodeIndexed(in)
 		if err != nil {
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("error %v does not wrap ErrMalformed", err)
 			}
 			return
 		}
+		// A decoded index lies within its event's data.
+		for i, x := range index {
+			if x == nil {
+				continue
+			}
+			if len(x) != 8*fields {
+				t.Fatalf("event %d: index of %d bytes for %d fields", i, len(x), fields)
+			}
+			for j := 0; j < len(x); j += 8 {
+				off, n := binary.LittleEndian.Uint32(x[j:]), binary.LittleEndian.Uint32(x[j+4:])&^FieldEscaped
+				if off != FieldAbsent && uint64(off)+uint64(n) > uint64(len(evs[i].Data)) {
+					t.Fatalf("event %d: field %d at %d+%d past %d bytes of data", i, j/8, off, n, len(evs[i].Data))
+				}
+			}
+		}
 		// A batch that decodes re-encodes to the same bytes, but for the reserved flags
 		// (ignored by readers, written as 0).
-		out, err := AppendBatch(nil, shard, evs)
+		out, err := AppendIndexedBatch(nil, shard, evs, fields, index)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := append([]byte(nil), in...)
-		copy(want[4:8], []byte{0, 0, 0, 0})
+		binary.LittleEndian.PutUint32(want[4:], binary.LittleEndian.Uint32(in[4:])&FlagFieldIndex)
 		if !bytes.Equal(want, out) {
 			t.Fatalf("re-encoded %x, want %x", out, want)
 		}
