@@ -56,9 +56,18 @@
 //	tinygo build -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -opt=2 -o handler.wasm .
 //
 // The package implements the ABI exports (projhost_abi_v1, projhost_alloc, projhost_handle) and
-// calls the host imports (projhost.log, projhost.fail, projhost.read) when built for wasip1. Built
-// for any other target it compiles against an in-process fake host (Native) so the same handler
-// code can be unit-tested and benchmarked natively.
+// calls the host imports (projhost.log, projhost.fail, projhost.read, projhost.field) when built
+// for wasip1, so its modules need a host that has the field import (ABI.md §7). Built for any
+// other target it compiles against an in-process fake host (Native) so the same handler code can
+// be unit-tested and benchmarked natively.
+//
+// # The field index
+//
+// A JSONFields that scans event data registers its keys with the host's field import during the
+// first batch that scans with it; from the next batch on the host finds those fields in every
+// event's data while it encodes the batch (ABI.md §2.1), and JSONFields.Scan of an event's data
+// reads where the index points instead of scanning the JSON text. The answers are the same
+// either way; handlers do nothing for it.
 //
 // # Two ways to keep documents
 //
@@ -128,12 +137,15 @@ const (
 	LevelError Level = abi.LevelError
 )
 
-// host is what a batch needs from its host: the three ABI imports.
+// host is what a batch needs from its host: the ABI imports but fail.
 type host interface {
 	log(level Level, msg string)
 	// read implements the read import: it returns -1 when there is no document, else the
 	// document's length n, written into buf only when n <= len(buf).
 	read(collection string, key []byte, buf []byte) int32
+	// field implements the field import: it registers name for the field index of the batches
+	// after this one and returns its slot, or -1 when the host refused it.
+	field(name string) int32
 }
 
 // initialReadBuf is the first size in bytes of the buffer passed to the read import; it grows to
@@ -174,6 +186,10 @@ type Batch struct {
 	h   host
 	err error // first misuse; fails the batch
 	gen uint64
+
+	// regGen numbers the hosts' field registrations: a JSONFields registered for another
+	// regGen registers again (ABI.md §2.1: registrations belong to an instance).
+	regGen uint64
 
 	colls    []string // every collection name seen by this Batch, kept across batches
 	collIdx  map[string]int32
@@ -445,6 +461,19 @@ func (b *Batch) reset() {
 	b.ev = Event{}
 }
 
+// call calls h with b as the current batch (currentBatch), which it is only during the call.
+func (b *Batch) call(h Handler) error {
+	enter(b)
+	defer leave(b)
+	return h(b)
+}
+
+// eventData reports whether data is the current event's data: the same bytes of the batch
+// buffer, not a copy or a part of them.
+func (b *Batch) eventData(data []byte) bool {
+	return len(data) != 0 && len(data) == len(b.ev.Data) && &data[0] == &b.ev.Data[0]
+}
+
 // run decodes batch, calls h and returns the encoded output, or a failure message for the fail
 // import. The output aliases b's buffers until the next run.
 func (b *Batch) run(h Handler, batch []byte) (out []byte, failMsg string) {
@@ -457,7 +486,7 @@ func (b *Batch) run(h Handler, batch []byte) (out []byte, failMsg string) {
 	if h == nil {
 		return nil, "guest: no handler registered: call guest.Handle in an init function"
 	}
-	if err := h(b); err != nil {
+	if err := b.call(h); err != nil {
 		return nil, err.Error()
 	}
 	if err := b.r.Err(); err != nil {
