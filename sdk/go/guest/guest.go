@@ -97,6 +97,7 @@ package guest
 
 import (
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/projhost/projhost/sdk/go/internal/abi"
@@ -176,7 +177,7 @@ const maxScanColls = 8
 
 // batchGen numbers the batches of every Batch of the process, so that a State can tell a new
 // batch from the one it holds values of.
-var batchGen uint64
+var batchGen atomic.Uint64 // Natives may run batches at once
 
 // Batch is one call's worth of events and the handler's view of the read model. It is valid only
 // during the Handler call that received it.
@@ -188,8 +189,11 @@ type Batch struct {
 	gen uint64
 
 	// regGen numbers the hosts' field registrations: a JSONFields registered for another
-	// regGen registers again (ABI.md §2.1: registrations belong to an instance).
-	regGen uint64
+	// regGen registers again (ABI.md §2.1: registrations belong to an instance). fieldNames
+	// are the names asked of this regGen's host, fieldSlots its answers.
+	regGen     uint64
+	fieldNames []string
+	fieldSlots []int8
 
 	colls    []string // every collection name seen by this Batch, kept across batches
 	collIdx  map[string]int32
@@ -449,8 +453,7 @@ func (b *Batch) add(ci int32, key []byte, h uint32) int32 {
 
 // reset prepares b for the next batch.
 func (b *Batch) reset() {
-	batchGen++
-	b.gen = batchGen
+	b.gen = batchGen.Add(1)
 	b.index.reset(b.entries)
 	b.entries = b.entries[:0]
 	b.arena = b.arena[:0]
@@ -466,6 +469,32 @@ func (b *Batch) call(h Handler) error {
 	enter(b)
 	defer leave(b)
 	return h(b)
+}
+
+// fieldSlot returns the field index slot of name with b's host, registering it on its first use
+// with this host: 0..63, or -1 when the host refused it.
+func (b *Batch) fieldSlot(name string) int {
+	for i := range b.fieldNames {
+		if sameString(b.fieldNames[i], name) {
+			return int(b.fieldSlots[i])
+		}
+	}
+	s := int8(-1)
+	if name != "" { // the host refuses it: spare the call
+		if r := b.h.field(name); r >= 0 && r < abi.MaxIndexedFields {
+			s = int8(r)
+		}
+	}
+	b.fieldNames = append(b.fieldNames, name)
+	b.fieldSlots = append(b.fieldSlots, s)
+	return int(s)
+}
+
+// newRegGen makes b's host one with no field registrations, numbered gen.
+func (b *Batch) newRegGen(gen uint64) {
+	b.regGen = gen
+	b.fieldNames = b.fieldNames[:0]
+	b.fieldSlots = b.fieldSlots[:0]
 }
 
 // eventData reports whether data is the current event's data: the same bytes of the batch

@@ -999,16 +999,12 @@ func (f *JSONFields) register(b *Batch) {
 	f.maxSlot = -1
 	top := -1
 	for k := range f.keys {
-		name := f.keys[k].name
-		if name == "" { // the host refuses it: spare the call
-			return
-		}
-		s := b.h.field(name)
-		if s < 0 || s >= abi.MaxIndexedFields {
+		s := b.fieldSlot(f.keys[k].name)
+		if s < 0 {
 			return
 		}
 		f.slots[k] = uint8(s)
-		top = max(top, int(s))
+		top = max(top, s)
 	}
 	f.maxSlot = top
 }

@@ -87,7 +87,7 @@ func NewNative(h Handler, opts ...NativeOption) *Native {
 		o(n)
 	}
 	n.batch.h = nativeHost{n}
-	n.batch.regGen = regGens.Add(1)
+	n.batch.newRegGen(regGens.Add(1))
 	return n
 }
 
@@ -164,7 +164,7 @@ func (n *Native) handle(batch []byte) ([]byte, error) {
 	if on := n.imp.Field != nil; on != n.fieldOn {
 		// Registrations belong to the Field of the calls with one: anew with or without it.
 		n.fieldOn = on
-		n.batch.regGen = regGens.Add(1)
+		n.batch.newRegGen(regGens.Add(1))
 	}
 	out, msg := n.batch.run(n.h, batch)
 	if msg != "" {
@@ -267,11 +267,10 @@ func (h nativeHost) field(name string) int32 {
 	if f == nil {
 		return -1
 	}
-	s := f([]byte(name))
-	if s < -1 || s >= abi.MaxIndexedFields {
-		return -1
+	if s := f([]byte(name)); s >= 0 && s < abi.MaxIndexedFields {
+		return int32(s)
 	}
-	return int32(s)
+	return -1
 }
 
 // The batch whose handler runs (Batch.call) is the current one (currentBatch) only while no other
