@@ -173,15 +173,15 @@ func indexEvents() []guest.Event {
 	return evs
 }
 
-// scanned returns the answers of sets for every event of evs outside a batch, where JSONFields
-// always scans.
-func scanned(sets []*guest.JSONFields, evs []guest.Event) []string {
+// scanned returns the answers of sets, of keys keys each, for every event of evs outside a batch,
+// where JSONFields always scans.
+func scanned(sets []*guest.JSONFields, keys []int, evs []guest.Event) []string {
 	var want []string
 	for _, ev := range evs {
 		var s strings.Builder
 		for i, f := range sets {
 			f.Scan(ev.Data)
-			s.WriteString(answers(f, keyCounts[i]))
+			s.WriteString(answers(f, keys[i]))
 		}
 		want = append(want, s.String())
 	}
@@ -197,7 +197,7 @@ func TestFieldIndexSameAnswers(t *testing.T) {
 		t.Run(fmt.Sprintf("limit=%d", limit), func(t *testing.T) {
 			sets := fieldSets()
 			evs := indexEvents()
-			want := scanned(sets, evs)
+			want := scanned(sets, keyCounts, evs)
 			var got []string
 			n := guest.NewNative(scanHandler(sets, &got))
 			h := &fieldHost{limit: limit}
@@ -381,7 +381,7 @@ func TestNativeFieldOncePerName(t *testing.T) {
 // read each other's events).
 func TestFieldIndexNativesAtOnce(t *testing.T) {
 	evs := indexEvents()
-	want := scanned(fieldSets(), evs)
+	want := scanned(fieldSets(), keyCounts, evs)
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for range 4 {
@@ -412,4 +412,38 @@ func TestFieldIndexNativesAtOnce(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// FuzzFieldIndex: on any data and keys, a JSONFields reading the index of the data (as indexOf
+// makes it; none for data the host does not index) answers as its scan does.
+func FuzzFieldIndex(f *testing.F) {
+	for _, d := range indexDatas {
+		f.Add([]byte(d), "delay", "origin")
+	}
+	f.Add([]byte(`{"\ud800":1,"a\u0000":"\ud83d\ude00"}`), "\ufffd", "a\x00")
+	f.Fuzz(func(t *testing.T, data []byte, k1, k2 string) {
+		if k1 == k2 {
+			return
+		}
+		fs := guest.NewJSONFields(k1, k2)
+		want := scanned([]*guest.JSONFields{fs}, []int{2}, []guest.Event{{Data: data}})[0]
+		var got string
+		n := guest.NewNative(func(b *guest.Batch) error {
+			for b.Next() {
+				fs.Scan(b.Event().Data)
+				got = answers(fs, 2)
+			}
+			return nil
+		})
+		h := &fieldHost{}
+		ev := []guest.Event{{Seq: []byte("1"), Data: data}}
+		for range 2 { // the keys are registered during the first batch and indexed in the second
+			if _, err := n.RunBatchImports(h.batch(t, ev), guest.Imports{Field: h.Field}); err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("%d names registered: got\n%s\nwant (scanned)\n%s", len(h.names), got, want)
+			}
+		}
+	})
 }
