@@ -43,7 +43,7 @@ func (h *fieldHost) Field(name []byte) int {
 }
 
 // batch encodes evs with the index of h's names (no index before the first name).
-func (h *fieldHost) batch(t *testing.T, evs []guest.Event) []byte {
+func (h *fieldHost) batch(t testing.TB, evs []guest.Event) []byte {
 	t.Helper()
 	b, err := abi.AppendIndexedBatch(nil, "shard", evs, len(h.names), indexes(evs, h.names))
 	if err != nil {
