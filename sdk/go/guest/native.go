@@ -39,14 +39,16 @@ func WithDocValidation(on bool) NativeOption { return func(n *Native) { n.valida
 // through the same code path as the WebAssembly build: the events are encoded as an ABI batch,
 // decoded by the SDK, and the handler's output is encoded, decoded and applied to the store. Use
 // it to unit-test handlers and as the native performance baseline. A Native is not safe for
-// concurrent use; separate Natives give the same answers whether or not they run at once.
+// concurrent use. Separate Natives may run batches at once in several goroutines when their
+// handlers share no state: a handler's package variables (its JSONFields and States) are one
+// instance's in WebAssembly, so natively they belong to one running Native at a time.
 //
 // A Native is one instance to the field import (ABI.md §2.1): Run and RunBatch have none, and a
-// host that indexes fields passes its Imports.Field to RunBatchImports, where each JSONFields
-// registers its keys once per Native (and again after calls without a Field). Batches that carry
-// a field index are read through it only while one Native alone runs a batch in the process:
-// Natives running at once in several goroutines neither register nor read the index, and their
-// JSONFields scan the data (the same answers, in more time).
+// host that indexes fields passes its Imports.Field to RunBatchImports, which the Native asks
+// once per name (and again after calls without a Field). Batches that carry a field index are
+// read through it only while one Native alone runs a batch in the process: Natives running at
+// once neither register nor read the index, and their JSONFields scan the data (the same
+// answers, in more time).
 type Native struct {
 	h        Handler
 	logger   *slog.Logger
