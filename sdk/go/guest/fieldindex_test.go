@@ -4,7 +4,6 @@ package guest_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -45,20 +44,20 @@ func (h *fieldHost) Field(name []byte) int {
 // batch encodes evs with the index of h's names (no index before the first name).
 func (h *fieldHost) batch(t testing.TB, evs []guest.Event) []byte {
 	t.Helper()
-	b, err := abi.AppendIndexedBatch(nil, "shard", evs, len(h.names), indexes(evs, h.names))
+	b, err := abi.AppendIndexedBatch(nil, "shard", indexed(evs, h.names), len(h.names))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
 
-// indexes returns the index of names for every event of evs.
-func indexes(evs []guest.Event, names []string) [][]byte {
-	index := make([][]byte, len(evs))
+// indexed returns a copy of evs with the index of names.
+func indexed(evs []guest.Event, names []string) []guest.Event {
+	evs = slices.Clone(evs)
 	for i := range evs {
-		index[i] = indexOf(evs[i].Data, names)
+		evs[i].Index = indexOf(evs[i].Data, names)
 	}
-	return index
+	return evs
 }
 
 // indexOf returns the index entries of names in data, or nil when the host does not index data:
@@ -72,7 +71,10 @@ func indexOf(data []byte, names []string) []byte {
 	if tok, _ := dec.Token(); tok != json.Delim('{') {
 		return nil
 	}
-	type span struct{ off, n uint32 }
+	type span struct {
+		start, end int
+		escaped    bool
+	}
 	found := map[string]span{}
 	for dec.More() {
 		tok, err := dec.Token()
@@ -87,21 +89,16 @@ func indexOf(data []byte, names []string) []byte {
 		if _, dup := found[key]; dup {
 			return nil
 		}
-		end := uint32(dec.InputOffset())
-		sp := span{end - uint32(len(raw)), uint32(len(raw))}
-		if raw[0] == '"' && bytes.IndexByte(raw, '\\') >= 0 {
-			sp.n |= abi.FieldEscaped
-		}
-		found[key] = sp
+		end := int(dec.InputOffset())
+		found[key] = span{end - len(raw), end, raw[0] == '"' && bytes.IndexByte(raw, '\\') >= 0}
 	}
-	var index []byte
+	index := []byte{}
 	for _, name := range names {
 		sp, ok := found[name]
 		if !ok {
-			sp = span{abi.FieldAbsent, 0}
+			sp.start = -1
 		}
-		index = binary.LittleEndian.AppendUint32(index, sp.off)
-		index = binary.LittleEndian.AppendUint32(index, sp.n)
+		index = abi.AppendFieldEntry(index, sp.start, sp.end, sp.escaped)
 	}
 	return index
 }
@@ -228,15 +225,15 @@ func TestFieldIndexSameAnswers(t *testing.T) {
 // every key), events without that key not indexed.
 func wrongIndex(t *testing.T, evs []guest.Event, f int) []byte {
 	t.Helper()
-	index := make([][]byte, len(evs))
+	evs = slices.Clone(evs)
 	for i, ev := range evs {
-		right := indexOf(ev.Data, []string{"distance"})
-		if right == nil || binary.LittleEndian.Uint32(right) == abi.FieldAbsent {
-			continue
+		if x := indexOf(ev.Data, []string{"distance"}); x != nil {
+			if _, _, _, ok := abi.FieldEntry(x, 0); ok {
+				evs[i].Index = bytes.Repeat(x, f)
+			}
 		}
-		index[i] = bytes.Repeat(right, f)
 	}
-	b, err := abi.AppendIndexedBatch(nil, "shard", evs, f, index)
+	b, err := abi.AppendIndexedBatch(nil, "shard", evs, f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +390,7 @@ func TestFieldIndexNativesAtOnce(t *testing.T) {
 			h := &fieldHost{}
 			for range 50 {
 				got = got[:0]
-				batch, err := abi.AppendIndexedBatch(nil, "s", evs, len(h.names), indexes(evs, h.names))
+				batch, err := abi.AppendIndexedBatch(nil, "s", indexed(evs, h.names), len(h.names))
 				if err == nil {
 					_, err = n.RunBatchImports(batch, guest.Imports{Field: h.Field})
 				}

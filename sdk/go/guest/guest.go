@@ -104,9 +104,11 @@ import (
 )
 
 // Event is one stream record: Seq (the decimal sequence number), PartitionKey, ArrivalMs (the
-// approximate arrival time in ms since the Unix epoch, 0 when unknown) and Data (the record's
-// payload, for the examples a JSON object). When a Batch hands it out, its byte slices alias the
-// batch buffer and are valid only until the handler returns; copy what must outlive the batch.
+// approximate arrival time in ms since the Unix epoch, 0 when unknown), Data (the record's
+// payload, for the examples a JSON object) and Index (the host's field index of Data, ABI.md
+// §2.1, which JSONFields reads: nil when the host did not index the data; Native.Run does not
+// encode it). When a Batch hands it out, its byte slices alias the batch buffer and are valid only
+// until the handler returns; copy what must outlive the batch.
 type Event = abi.Event
 
 // Mutation is one read-model write of a handler's output, as Native.Run returns it: Op (OpPut

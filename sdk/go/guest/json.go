@@ -970,24 +970,17 @@ func (f *JSONFields) fromIndex(b *Batch, data []byte) bool {
 	if f.regGen != b.regGen {
 		f.register(b)
 	}
-	index := b.r.Index()
+	index := b.ev.Index
 	if f.maxSlot < 0 || f.maxSlot >= b.r.Fields() || index == nil {
 		return false
 	}
 	f.data = data
 	f.gen++
 	for k, s := range f.slots {
-		e := index[8*int(s):]
-		off := binary.LittleEndian.Uint32(e)
-		if off == abi.FieldAbsent {
-			continue
+		// The reader checked that the value is not empty and lies within data.
+		if start, end, escaped, ok := abi.FieldEntry(index, int(s)); ok {
+			f.spans[k] = fieldSpan{start, end, f.gen, !escaped}
 		}
-		n := binary.LittleEndian.Uint32(e[4:])
-		end := off + n&^abi.FieldEscaped // the reader checked it is within data
-		if end == off {
-			continue // no JSON value is empty: the host never indexes one
-		}
-		f.spans[k] = fieldSpan{int(off), int(end), f.gen, n&abi.FieldEscaped == 0}
 	}
 	return true
 }
