@@ -977,10 +977,15 @@ func (f *JSONFields) fromIndex(b *Batch, data []byte) bool {
 	f.data = data
 	f.gen++
 	for k, s := range f.slots {
+		// abi.FieldEntry written out: as a call (too large to be inlined) it costs one per key.
 		// The reader checked that the value is not empty and lies within data.
-		if start, end, escaped, ok := abi.FieldEntry(index, int(s)); ok {
-			f.spans[k] = fieldSpan{start, end, f.gen, !escaped}
+		e := index[int(s)*abi.FieldEntryLen:]
+		start := binary.LittleEndian.Uint32(e)
+		if start == abi.FieldAbsent {
+			continue
 		}
+		n := binary.LittleEndian.Uint32(e[4:])
+		f.spans[k] = fieldSpan{int(start), int(start + n&0x7FFFFFFF), f.gen, n>>31 == 0} // bit 31: a string with an escape
 	}
 	return true
 }
