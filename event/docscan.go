@@ -20,6 +20,9 @@ type docScanner struct {
 	rule *pathError
 	// esc holds the unescaped keys with escapes of the objects being scanned (members).
 	esc []byte
+	// names and spans: IndexFields's, recorded by members at depth 1; nil for CheckDoc.
+	names []string
+	spans []FieldSpan
 }
 
 // scanResult is how a docScanner method ended.
@@ -171,11 +174,15 @@ func (s *docScanner) members(depth int) scanResult {
 		}
 		s.pos++
 		s.ws()
+		vstart := s.pos
 		if r := s.value(depth + 1); r != scanOK {
 			if r == scanStop && s.rule != nil {
 				s.rule.in(fieldSeg(k))
 			}
 			return r
+		}
+		if depth == 1 && s.names != nil {
+			s.indexMember(k, vstart, s.pos)
 		}
 		if more, r := s.more('}'); !more {
 			return r

@@ -74,11 +74,17 @@ type Handler struct {
 	lm        *linearMemory
 	pinned    *linearMemory
 	allocator experimental.MemoryAllocator
-	// native is the guest of a native module (native.go), nbatch its batch buffer, readNative
-	// its read import.
-	native     NativeGuest
-	nbatch     []byte
-	readNative NativeRead
+	// native is the guest of a native module (native.go), nbatch its batch buffer, imports
+	// its imports.
+	native  NativeGuest
+	nbatch  []byte
+	imports NativeImports
+	// fields are the names the current instance (or native guest) registered with the field
+	// import (ABI.md §2.1), in slot order; a new instance starts with none. fieldSpans and
+	// fieldIndex are the per-batch buffers of the index.
+	fields     []string
+	fieldSpans []event.FieldSpan
+	fieldIndex []byte
 }
 
 // callState is the state of the current projhost_handle call, read by the host functions.
@@ -200,6 +206,7 @@ func (h *Handler) discard(ctx context.Context) error {
 	h.stdout.flush()
 	h.stderr.flush()
 	h.native = nil
+	h.fields = h.fields[:0]
 	if h.inst == nil {
 		return nil
 	}
@@ -249,7 +256,8 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 		}
 		h.events = append(h.events, ae)
 	}
-	size := wasmabi.BatchSize(h.shard, h.events)
+	nf := h.indexEvents()
+	size := wasmabi.IndexedBatchSize(h.shard, h.events, nf)
 	if size > 1<<31-1 {
 		return nil, fmt.Errorf("host: batch of %d bytes is too large for a wasm32 guest; use smaller batches", size)
 	}
@@ -258,7 +266,7 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 		if h.mod.isClosed() {
 			return nil, fmt.Errorf("host: module %q shard %s: %w (Close the handlers before their module)", h.mod.name, h.shard, ErrClosed)
 		}
-		return h.handleNative(ctx, reader, first, last)
+		return h.handleNative(ctx, reader, first, last, nf)
 	}
 
 	callCtx := context.WithValue(ctx, handlerKey{}, h)
@@ -307,12 +315,12 @@ func (h *Handler) Handle(ctx context.Context, events []event.Event, reader DocRe
 	if !ok {
 		return nil, h.poison(ctx, ErrBadOutput, first, last, fmt.Sprintf("%s(%d) returned %d, a buffer outside guest memory (%d bytes)", wasmabi.ExportAlloc, size, ptr, h.mem.Size()))
 	}
-	enc, err := wasmabi.AppendBatch(view[:0:size], h.shard, h.events)
+	enc, err := wasmabi.AppendIndexedBatch(view[:0:size], h.shard, h.events, nf)
 	if err != nil {
 		return nil, fmt.Errorf("host: encoding batch for shard %s: %w", h.shard, err)
 	}
 	if len(enc) != size || &enc[0] != &view[0] {
-		panic("host: BUG: batch encoding size differs from wasmabi.BatchSize")
+		panic("host: BUG: batch encoding size differs from wasmabi.IndexedBatchSize")
 	}
 
 	h.call = newCallState(reader, h.call.lastKey)
@@ -353,6 +361,49 @@ func (h *Handler) output(ctx context.Context, out []byte, first, last string) ([
 		return nil, h.poison(ctx, ErrBadOutput, first, last, err.Error()+"; nothing was applied (guests should write output with a projhost SDK)")
 	}
 	return muts, nil
+}
+
+// indexEvents builds the field index of h.events (ABI.md §2.1) for the fields the guest
+// registered, setting each event's Index (nil when its data is not indexed), and returns the
+// number of fields it covers: 0 when the guest registered none (the batch then has no index).
+func (h *Handler) indexEvents() int {
+	nf := len(h.fields)
+	if nf == 0 {
+		return 0
+	}
+	if cap(h.fieldSpans) < nf {
+		h.fieldSpans = make([]event.FieldSpan, wasmabi.MaxIndexedFields)
+	}
+	spans := h.fieldSpans[:nf]
+	h.fieldIndex = h.fieldIndex[:0]
+	// Offsets first: h.fieldIndex may grow while it is filled.
+	type at struct{ start, end int }
+	var ats [256]at
+	var where []at
+	if len(h.events) <= len(ats) {
+		where = ats[:len(h.events)]
+	} else {
+		where = make([]at, len(h.events))
+	}
+	for i := range h.events {
+		if !event.IndexFields(h.events[i].Data, h.fields, spans) {
+			where[i] = at{-1, -1}
+			continue
+		}
+		start := len(h.fieldIndex)
+		for _, sp := range spans {
+			h.fieldIndex = wasmabi.AppendFieldEntry(h.fieldIndex, sp.Start, sp.End, sp.Escaped)
+		}
+		where[i] = at{start, len(h.fieldIndex)}
+	}
+	for i := range h.events {
+		if w := where[i]; w.start >= 0 {
+			h.events[i].Index = h.fieldIndex[w.start:w.end:w.end]
+		} else {
+			h.events[i].Index = nil
+		}
+	}
+	return nf
 }
 
 func (h *Handler) instantiate(ctx, callCtx context.Context, first, last string) error {

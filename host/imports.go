@@ -52,6 +52,8 @@ func instantiateHostModules(ctx context.Context, rt wazero.Runtime) error {
 		WithParameterNames("ptr", "len").Export(wasmabi.ImportFail).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostRead), []api.ValueType{i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}).
 		WithParameterNames("coll_ptr", "coll_len", "key_ptr", "key_len", "buf_ptr", "buf_cap").Export(wasmabi.ImportRead).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostField), []api.ValueType{i32, i32}, []api.ValueType{i32}).
+		WithParameterNames("name_ptr", "name_len").Export(wasmabi.ImportField).
 		Instantiate(ctx)
 	if err != nil {
 		return fmt.Errorf("host: instantiating the projhost host module: %w", err)
@@ -139,6 +141,39 @@ func hostRead(ctx context.Context, mod api.Module, stack []uint64) {
 		copy(buf, doc)
 	}
 	stack[0] = api.EncodeU32(n)
+}
+
+// hostField is projhost.field (ABI.md §1, §2.1).
+func hostField(ctx context.Context, mod api.Module, stack []uint64) {
+	h := handlerOf(ctx)
+	if h == nil || !h.call.inHandle {
+		trap("projhost.field called outside projhost_handle")
+	}
+	n := api.DecodeU32(stack[1])
+	if n == 0 || n > wasmabi.MaxFieldNameLen {
+		stack[0] = api.EncodeI32(-1)
+		return
+	}
+	name := guestRange(mod, wasmabi.ImportField, "name", api.DecodeU32(stack[0]), n)
+	stack[0] = api.EncodeI32(int32(h.registerField(name)))
+}
+
+// registerField registers name for the field index of the current instance (ABI.md §2.1) and
+// returns its slot, or -1 when it is refused or the instance has MaxIndexedFields already.
+func (h *Handler) registerField(name []byte) int {
+	if len(name) == 0 || len(name) > wasmabi.MaxFieldNameLen || !utf8.Valid(name) {
+		return -1
+	}
+	for i, f := range h.fields {
+		if f == string(name) {
+			return i
+		}
+	}
+	if len(h.fields) >= wasmabi.MaxIndexedFields {
+		return -1
+	}
+	h.fields = append(h.fields, string(name))
+	return len(h.fields) - 1
 }
 
 // readDoc serves projhost.read of the current call from its DocReader: the document of

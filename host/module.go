@@ -255,7 +255,7 @@ func validateShape(wrt wazero.Runtime, c wazero.CompiledModule) (hasInit bool, e
 	for _, d := range c.ImportedFunctions() {
 		mod, name, _ := d.Import()
 		if !hostImportAllowed(mod) {
-			return false, fmt.Errorf("unknown import %s.%s (a handler may import only projhost.{log,fail,read}, wasi_snapshot_preview1.* and env.abort)", mod, name)
+			return false, fmt.Errorf("unknown import %s.%s (a handler may import only projhost.{log,fail,read,field}, wasi_snapshot_preview1.* and env.abort)", mod, name)
 		}
 		hm := wrt.Module(mod)
 		var have api.FunctionDefinition

@@ -18,10 +18,22 @@ type NativeGuest interface {
 	// HandleBatch handles one batch encoded as projhost_handle receives it (ABI.md §2) and
 	// returns the output encoded as projhost_handle returns it (ABI.md §4; empty: no
 	// mutations), which the host copies before the next call. A non-empty failMsg fails the
-	// batch as projhost.fail does (the output is ignored, the guest kept). read is the
-	// projhost.read import. batch is valid only during the call. A panic is a trap: the guest
-	// is discarded and a new one made for the next batch.
-	HandleBatch(batch []byte, read NativeRead) (out []byte, failMsg string)
+	// batch as projhost.fail does (the output is ignored, the guest kept). imp are the
+	// projhost imports, valid during the call. batch is valid only during the call. A panic is
+	// a trap: the guest is discarded and a new one made for the next batch.
+	HandleBatch(batch []byte, imp NativeImports) (out []byte, failMsg string)
+}
+
+// NativeImports are the projhost imports of a NativeGuest (ABI.md §1), callable during
+// HandleBatch only.
+type NativeImports struct {
+	// Read is projhost.read.
+	Read NativeRead
+	// Field is projhost.field (ABI.md §2.1): it registers a top-level field name for the
+	// batch field index, from the next batch on, and returns its slot, or -1 when the name is
+	// refused (empty, over wasmabi.MaxFieldNameLen bytes, not UTF-8) or
+	// wasmabi.MaxIndexedFields names are registered. A new guest starts with none.
+	Field func(name []byte) int
 }
 
 // NativeRead is the projhost.read import of a NativeGuest (ABI.md §1, §5): it looks up the
@@ -48,14 +60,15 @@ func NewNativeModule(name string, newGuest func(shardID string) NativeGuest, log
 	return &Module{name: name, cfg: moduleConfig{trusted: true}, native: newGuest, logger: logger.With("module", name)}
 }
 
-// handleNative is Handle for a native module, once the events are checked and in h.events.
-func (h *Handler) handleNative(ctx context.Context, reader DocReader, first, last string) ([]event.Mutation, error) {
+// handleNative is Handle for a native module, once the events are checked and in h.events and
+// indexed for nf fields.
+func (h *Handler) handleNative(ctx context.Context, reader DocReader, first, last string, nf int) ([]event.Mutation, error) {
 	if h.native == nil {
 		h.native = h.mod.native(h.shard)
 		h.instances++
 	}
 	var err error
-	if h.nbatch, err = wasmabi.AppendBatch(h.nbatch[:0], h.shard, h.events); err != nil {
+	if h.nbatch, err = wasmabi.AppendIndexedBatch(h.nbatch[:0], h.shard, h.events, nf); err != nil {
 		return nil, fmt.Errorf("host: encoding batch for shard %s: %w", h.shard, err)
 	}
 	h.call = newCallState(reader, h.call.lastKey)
@@ -85,15 +98,16 @@ func (h *Handler) runNative(ctx context.Context, first, last string) (out []byte
 		}
 		if rp, ok := p.(*readErrorPanic); ok {
 			h.native = nil
+			h.fields = h.fields[:0]
 			err = fmt.Errorf("host: module %q shard %s: %w (the native handler was interrupted and discarded; retry the batch)", h.mod.name, h.shard, rp.err)
 			return
 		}
 		err = h.poison(ctx, ErrTrap, first, last, fmt.Sprintf("the native handler panicked: %v; it was discarded", p))
 	}()
-	if h.readNative == nil {
-		h.readNative = h.nativeRead
+	if h.imports.Read == nil {
+		h.imports = NativeImports{Read: h.nativeRead, Field: h.nativeField}
 	}
-	out, failMsg = h.native.HandleBatch(h.nbatch, h.readNative)
+	out, failMsg = h.native.HandleBatch(h.nbatch, h.imports)
 	return out, failMsg, nil
 }
 
@@ -110,4 +124,12 @@ func (h *Handler) nativeRead(collection, key, buf []byte) int {
 		copy(buf, doc)
 	}
 	return len(doc)
+}
+
+// nativeField is the Field import of the handler's guest.
+func (h *Handler) nativeField(name []byte) int {
+	if !h.call.inHandle {
+		panic("host: NativeImports.Field called outside HandleBatch")
+	}
+	return h.registerField(name)
 }

@@ -23,7 +23,7 @@ type counter struct {
 	n     map[string]int // this batch's counts, read once per key
 }
 
-func (c *counter) HandleBatch(batch []byte, read NativeRead) ([]byte, string) {
+func (c *counter) HandleBatch(batch []byte, imp NativeImports) ([]byte, string) {
 	r, err := wasmabi.NewBatchReader(batch)
 	if err != nil {
 		return nil, err.Error()
@@ -45,10 +45,10 @@ func (c *counter) HandleBatch(batch []byte, read NativeRead) ([]byte, string) {
 		n, ok := c.n[k]
 		if !ok {
 			buf := make([]byte, 4)
-			l := read([]byte("counts"), ev.PartitionKey, buf)
+			l := imp.Read([]byte("counts"), ev.PartitionKey, buf)
 			if l > len(buf) {
 				buf = make([]byte, l)
-				l = read([]byte("counts"), ev.PartitionKey, buf)
+				l = imp.Read([]byte("counts"), ev.PartitionKey, buf)
 			}
 			c.reads++
 			if l >= 0 {
@@ -188,5 +188,113 @@ func TestMemoryDocReader(t *testing.T) {
 	}
 	if r.memCalls != 3 || r.storeCalls != 2 {
 		t.Errorf("%d reads from memory, %d from the store; want 3 (A, B, C) and 2 (B, C)", r.memCalls, r.storeCalls)
+	}
+}
+
+// indexer is a NativeGuest that registers fields with the field import (batch 1 registers
+// names, from register) and records, per batch, the field count and each event's indexed
+// values: "-" for an event without an index, else the texts of its fields ("_" absent, a
+// trailing "!" escaped).
+type indexer struct {
+	register []string
+	slots    []int
+	batches  [][]string
+	fields   []int
+}
+
+func (g *indexer) HandleBatch(batch []byte, imp NativeImports) ([]byte, string) {
+	r, err := wasmabi.NewBatchReader(batch)
+	if err != nil {
+		return nil, err.Error()
+	}
+	var seen []string
+	var ev wasmabi.Event
+	for r.Next(&ev) {
+		if string(ev.Data) == "panic" {
+			panic("the event says panic")
+		}
+		if ev.Index == nil {
+			seen = append(seen, "-")
+			continue
+		}
+		var vals []string
+		for i := range r.Fields() {
+			start, end, esc, ok := wasmabi.FieldEntry(ev.Index, i)
+			switch {
+			case !ok:
+				vals = append(vals, "_")
+			case esc:
+				vals = append(vals, string(ev.Data[start:end])+"!")
+			default:
+				vals = append(vals, string(ev.Data[start:end]))
+			}
+		}
+		seen = append(seen, strings.Join(vals, " "))
+	}
+	if err := r.Err(); err != nil {
+		return nil, err.Error()
+	}
+	g.batches = append(g.batches, seen)
+	g.fields = append(g.fields, r.Fields())
+	for _, n := range g.register {
+		g.slots = append(g.slots, imp.Field([]byte(n)))
+	}
+	g.register = nil
+	return nil, ""
+}
+
+// TestNativeFieldIndex: the field import registers names (a slot each, the same slot again, -1
+// for a refused name or past MaxIndexedFields), later batches carry the index of the
+// registered names (not the batch registering them), data the document rule refuses is not
+// indexed, and a new guest starts with no registrations.
+func TestNativeFieldIndex(t *testing.T) {
+	var made []*indexer
+	register := []string{"delay", "origin", "delay", "", strings.Repeat("n", wasmabi.MaxFieldNameLen+1), "\xff"}
+	for i := 2; i < wasmabi.MaxIndexedFields; i++ {
+		register = append(register, fmt.Sprintf("f%d", i))
+	}
+	register = append(register, "one too many", strings.Repeat("n", wasmabi.MaxFieldNameLen))
+	m := NewNativeModule("indexer", func(string) NativeGuest {
+		g := &indexer{}
+		if len(made) == 0 {
+			g.register = register
+		}
+		made = append(made, g)
+		return g
+	}, nil)
+	ctx := context.Background()
+	h := m.NewHandler("s1")
+	defer h.Close(ctx)
+	rm := NewMemReadModel()
+	data := []string{"A", `{"delay":5,"origin":"DTW","f2":[1,{"delay":7}]}`, "B", "not json", "C", `{"origin":"O\"H"}`, "D", `{"delay":1,"delay":2}`}
+	for b := 0; b < 2; b++ {
+		if _, err := h.Handle(ctx, evs("s1", 1+4*b, data...), rm); err != nil {
+			t.Fatalf("batch %d: %v", b+1, err)
+		}
+	}
+	g := made[0]
+	wantSlots := []int{0, 1, 0, -1, -1, -1}
+	for i := 2; i < wasmabi.MaxIndexedFields; i++ {
+		wantSlots = append(wantSlots, i)
+	}
+	wantSlots = append(wantSlots, -1, -1)
+	if !reflect.DeepEqual(g.slots, wantSlots) {
+		t.Fatalf("slots %v, want %v", g.slots, wantSlots)
+	}
+	rest := strings.TrimSpace(strings.Repeat(" _", wasmabi.MaxIndexedFields-3))
+	want := [][]string{{"-", "-", "-", "-"}, {"5 \"DTW\" [1,{\"delay\":7}] " + rest, "-", "_ \"O\\\"H\"! _ " + rest, "-"}}
+	if !reflect.DeepEqual(g.fields, []int{0, wasmabi.MaxIndexedFields}) || !reflect.DeepEqual(g.batches, want) {
+		t.Fatalf("fields %v, batches %q; want [0 64], %q", g.fields, g.batches, want)
+	}
+
+	// A panic discards the guest: the next one has registered nothing, so its batch has no index.
+	if _, err := h.Handle(ctx, evs("s1", 9, "A", "panic"), rm); !errors.Is(err, ErrTrap) {
+		t.Fatalf("panic: %v", err)
+	}
+	if _, err := h.Handle(ctx, evs("s1", 10, data[:2]...), rm); err != nil {
+		t.Fatal(err)
+	}
+	if len(made) != 2 || !reflect.DeepEqual(made[1].fields, []int{0}) || !reflect.DeepEqual(made[1].batches, [][]string{{"-"}}) {
+		t.Fatalf("the new guest: %d guests, fields %v, batches %q", len(made), made[1].fields, made[1].batches)
 	}
 }

@@ -33,6 +33,7 @@ const (
 	ImportLog        = "log"
 	ImportFail       = "fail"
 	ImportRead       = "read"
+	ImportField      = "field"
 )
 
 // Limits of ABI v1, in bytes unless stated otherwise. Sources: Kinesis records are at most
@@ -57,7 +58,25 @@ const (
 	MaxDocKeyLen     = 1024
 	MaxDocLen        = 256 << 10
 	MaxMessageLen    = 4096 // log and fail messages
+	// MaxIndexedFields is how many fields one instance may register with the field import
+	// for the batch field index (ABI.md §2.1), and MaxFieldNameLen the longest name (bytes).
+	MaxIndexedFields = 64
+	MaxFieldNameLen  = 255
 )
+
+// Batch flags (ABI.md §2).
+const (
+	FlagFieldIndex = 1 // the events carry a field index (ABI.md §2.1)
+)
+
+// FieldAbsent is the offset of a field index entry whose field the event does not have.
+const FieldAbsent = 0xFFFFFFFF
+
+// fieldEscaped is the bit of an index entry's length set for a string value with an escape.
+const fieldEscaped = 1 << 31
+
+// FieldEntryLen is the size of one field index entry: u32 offset, u32 length (ABI.md §2.1).
+const FieldEntryLen = 8
 
 // Limits of one handler output (one projhost_handle call; ABI.md §4). They are the host's, not
 // a store's: they bound what one call may hand the host (the copy of the output, its decoded
@@ -103,6 +122,36 @@ type Event struct {
 	PartitionKey []byte
 	ArrivalMs    int64 // approximate arrival time, ms since the Unix epoch (0 = unknown)
 	Data         []byte
+	// Index is the event's field index as encoded (ABI.md §2.1): one FieldEntryLen-byte entry
+	// per indexed field (AppendFieldEntry, FieldEntry); nil when the data is not indexed.
+	Index []byte
+}
+
+// AppendFieldEntry appends the field index entry of a value at data[start:end] to dst (escaped:
+// a string value with a backslash escape), or of an absent field when start < 0.
+func AppendFieldEntry(dst []byte, start, end int, escaped bool) []byte {
+	if start < 0 {
+		dst = binary.LittleEndian.AppendUint32(dst, FieldAbsent)
+		return binary.LittleEndian.AppendUint32(dst, 0)
+	}
+	n := uint32(end - start)
+	if escaped {
+		n |= fieldEscaped
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(start))
+	return binary.LittleEndian.AppendUint32(dst, n)
+}
+
+// FieldEntry decodes entry i of an event's field index: its value is data[start:end], escaped
+// when it is a string with a backslash escape; ok is false when the field is absent. The
+// decoder (BatchReader) has checked that every present value lies within the event's data.
+func FieldEntry(index []byte, i int) (start, end int, escaped, ok bool) {
+	e := index[i*FieldEntryLen:]
+	off, n := binary.LittleEndian.Uint32(e), binary.LittleEndian.Uint32(e[4:])
+	if off == FieldAbsent {
+		return 0, 0, false, false
+	}
+	return int(off), int(off) + int(n&^fieldEscaped), n&fieldEscaped != 0, true
 }
 
 // Mutation is one read-model write. Doc is nil for OpDelete.
@@ -116,10 +165,20 @@ type Mutation struct {
 const batchHeaderLen = 14 // version, flags, count, shard id length
 
 // BatchSize returns the encoded size in bytes of a batch of events for shardID.
-func BatchSize(shardID string, events []Event) int {
+func BatchSize(shardID string, events []Event) int { return IndexedBatchSize(shardID, events, 0) }
+
+// IndexedBatchSize returns the encoded size in bytes of a batch with a field index of fields
+// fields (AppendIndexedBatch); fields 0 is BatchSize.
+func IndexedBatchSize(shardID string, events []Event, fields int) int {
 	n := batchHeaderLen + len(shardID)
+	if fields > 0 {
+		n += 2 + len(events)
+	}
 	for i := range events {
 		n += 2 + len(events[i].Seq) + 2 + len(events[i].PartitionKey) + 8 + 4 + len(events[i].Data)
+		if fields > 0 {
+			n += len(events[i].Index)
+		}
 	}
 	return n
 }
@@ -138,17 +197,36 @@ func CheckEvent(e *Event) error {
 	return nil
 }
 
-// AppendBatch appends the encoding of a batch (ABI.md §2) to dst. It returns an error wrapping
-// ErrMalformed when an event or the shard id exceeds an ABI limit; dst is then unspecified.
+// AppendBatch appends the encoding of a batch (ABI.md §2) without a field index to dst. It
+// returns an error wrapping ErrMalformed when an event or the shard id exceeds an ABI limit; dst
+// is then unspecified.
 func AppendBatch(dst []byte, shardID string, events []Event) ([]byte, error) {
+	return AppendIndexedBatch(dst, shardID, events, 0)
+}
+
+// AppendIndexedBatch appends the encoding of a batch whose events carry a field index of fields
+// fields (ABI.md §2.1; 0 to MaxIndexedFields, 0 meaning no index, as AppendBatch): each event's
+// Index is nil (not indexed) or fields entries (fields*FieldEntryLen bytes) whose values lie
+// within its data. Errors wrap ErrMalformed; dst is then unspecified.
+func AppendIndexedBatch(dst []byte, shardID string, events []Event, fields int) ([]byte, error) {
 	if len(shardID) > MaxShardIDLen {
 		return dst, fmt.Errorf("%w: shard id of %d bytes exceeds %d", ErrMalformed, len(shardID), MaxShardIDLen)
 	}
+	if fields < 0 || fields > MaxIndexedFields {
+		return dst, fmt.Errorf("%w: %d indexed fields, want 0 to %d", ErrMalformed, fields, MaxIndexedFields)
+	}
+	var flags uint32
+	if fields > 0 {
+		flags |= FlagFieldIndex
+	}
 	dst = binary.LittleEndian.AppendUint32(dst, Version)
-	dst = binary.LittleEndian.AppendUint32(dst, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, flags)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(events)))
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(shardID)))
 	dst = append(dst, shardID...)
+	if fields > 0 {
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(fields))
+	}
 	for i := range events {
 		e := &events[i]
 		if err := CheckEvent(e); err != nil {
@@ -161,8 +239,42 @@ func AppendBatch(dst []byte, shardID string, events []Event) ([]byte, error) {
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(e.ArrivalMs))
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(e.Data)))
 		dst = append(dst, e.Data...)
+		if fields == 0 {
+			continue
+		}
+		if e.Index == nil {
+			dst = append(dst, 0)
+			continue
+		}
+		if err := checkIndex(e.Index, fields, len(e.Data)); err != nil {
+			return dst, fmt.Errorf("event %d: %w", i, err)
+		}
+		dst = append(dst, 1)
+		dst = append(dst, e.Index...)
 	}
 	return dst, nil
+}
+
+// checkIndex returns an error wrapping ErrMalformed unless index is fields entries whose values
+// lie within data of n bytes.
+func checkIndex(index []byte, fields, n int) error {
+	if len(index) != fields*FieldEntryLen {
+		return fmt.Errorf("%w: field index of %d bytes, want %d fields of %d", ErrMalformed, len(index), fields, FieldEntryLen)
+	}
+	for f := 0; f < fields; f++ {
+		e := index[f*FieldEntryLen:]
+		off, l := binary.LittleEndian.Uint32(e), binary.LittleEndian.Uint32(e[4:])
+		if off == FieldAbsent {
+			if l != 0 {
+				return fmt.Errorf("%w: field index entry %d: an absent field with length %d", ErrMalformed, f, l)
+			}
+			continue
+		}
+		if l&^fieldEscaped == 0 || uint64(off)+uint64(l&^fieldEscaped) > uint64(n) {
+			return fmt.Errorf("%w: field index entry %d: value %d+%d outside the %d bytes of data", ErrMalformed, f, off, l&^fieldEscaped, n)
+		}
+	}
+	return nil
 }
 
 // BatchReader iterates over an encoded batch without allocating. Use:
@@ -175,6 +287,7 @@ type BatchReader struct {
 	off     int
 	left    uint32
 	count   uint32
+	fields  int // indexed fields (ABI.md §2.1); 0: no index
 	shardID []byte
 	err     error
 }
@@ -196,9 +309,23 @@ func NewBatchReader(buf []byte) (BatchReader, error) {
 	r.shardID = buf[batchHeaderLen : batchHeaderLen+sl]
 	r.buf = buf
 	r.off = batchHeaderLen + sl
+	if binary.LittleEndian.Uint32(buf[4:])&FlagFieldIndex != 0 {
+		if len(buf)-r.off < 2 {
+			return r, fmt.Errorf("%w: field index count truncated", ErrMalformed)
+		}
+		r.fields = int(binary.LittleEndian.Uint16(buf[r.off:]))
+		r.off += 2
+		if r.fields == 0 || r.fields > MaxIndexedFields {
+			return r, fmt.Errorf("%w: %d indexed fields, want 1 to %d", ErrMalformed, r.fields, MaxIndexedFields)
+		}
+	}
 	r.left = r.count
 	return r, nil
 }
+
+// Fields returns the number of fields the batch's field index covers (ABI.md §2.1): slots 0 to
+// Fields()-1; 0 when the batch has no index.
+func (r *BatchReader) Fields() int { return r.fields }
 
 // ShardID returns the batch's shard id (aliases the buffer).
 func (r *BatchReader) ShardID() []byte { return r.shardID }
@@ -236,6 +363,25 @@ func (r *BatchReader) Next(e *Event) bool {
 	}
 	e.Data = r.buf[r.off : r.off+int(dl)]
 	r.off += int(dl)
+	e.Index = nil
+	if r.fields > 0 {
+		if r.off >= len(r.buf) || r.buf[r.off] > 1 {
+			return r.fail("field index flag")
+		}
+		r.off++
+		if r.buf[r.off-1] == 1 {
+			n := r.fields * FieldEntryLen
+			if len(r.buf)-r.off < n {
+				return r.fail("field index")
+			}
+			e.Index = r.buf[r.off : r.off+n]
+			if err := checkIndex(e.Index, r.fields, len(e.Data)); err != nil {
+				r.err = fmt.Errorf("event %d: %w", r.count-r.left, err)
+				return false
+			}
+			r.off += n
+		}
+	}
 	r.left--
 	return true
 }

@@ -246,20 +246,118 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add(good)
 	f.Add(good[:20])
 	f.Add([]byte{})
+	f.Add(indexedBatch(f))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		shard, evs, err := DecodeBatch(in)
 		if err != nil {
 			require.ErrorIs(t, err, ErrMalformed)
 			return
 		}
+		r, err := NewBatchReader(in)
+		require.NoError(t, err)
 		// A batch that decodes re-encodes to the same bytes, but for the reserved flags
 		// (ignored by readers, written as 0).
-		out, err := AppendBatch(nil, shard, evs)
+		out, err := AppendIndexedBatch(nil, shard, evs, r.Fields())
 		require.NoError(t, err)
 		want := append([]byte(nil), in...)
-		copy(want[4:8], []byte{0, 0, 0, 0})
+		binary.LittleEndian.PutUint32(want[4:], binary.LittleEndian.Uint32(in[4:])&FlagFieldIndex)
 		require.Equal(t, want, out)
+		for _, e := range evs {
+			for i := 0; e.Index != nil && i < r.Fields(); i++ {
+				if start, end, _, ok := FieldEntry(e.Index, i); ok {
+					require.True(t, 0 <= start && start < end && end <= len(e.Data), "entry %d: %d..%d of %d bytes", i, start, end, len(e.Data))
+				}
+			}
+		}
 	})
+}
+
+// indexedBatch is a batch of two events with a field index of two fields: the first event
+// indexed (field 0 the value 66 at offset 9, field 1 absent; then the escaped string), the
+// second not.
+func indexedBatch(t testing.TB) []byte {
+	data := []byte(`{"delay":66,"o":"a\"b"}`)
+	var idx []byte
+	idx = AppendFieldEntry(idx, 9, 11, false)
+	idx = AppendFieldEntry(idx, -1, -1, false)
+	evs := []Event{
+		{Seq: []byte("1"), PartitionKey: []byte("k"), Data: data, Index: idx},
+		{Seq: []byte("2"), Data: []byte("not json")},
+	}
+	b, err := AppendIndexedBatch(nil, "s", evs, 2)
+	require.NoError(t, err)
+	return b
+}
+
+// TestIndexedBatchRoundTrip: the field index's bytes (ABI.md §2.1) and their decoding.
+func TestIndexedBatchRoundTrip(t *testing.T) {
+	b := indexedBatch(t)
+	require.Equal(t, uint32(FlagFieldIndex), binary.LittleEndian.Uint32(b[4:]))
+	require.Equal(t, uint16(2), binary.LittleEndian.Uint16(b[15:]), "the field count after the 1-byte shard id")
+	ev1 := 17 + 2 + 1 + 2 + 1 + 8 + 4 + 23 // where event 1's index flag is
+	require.Equal(t, byte(1), b[ev1])
+	require.Equal(t, []byte{9, 0, 0, 0, 2, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}, b[ev1+1:ev1+17])
+	require.Equal(t, byte(0), b[len(b)-1], "event 2 is not indexed")
+
+	r, err := NewBatchReader(b)
+	require.NoError(t, err)
+	require.Equal(t, 2, r.Fields())
+	var e Event
+	require.True(t, r.Next(&e))
+	start, end, esc, ok := FieldEntry(e.Index, 0)
+	require.Equal(t, []any{9, 11, false, true}, []any{start, end, esc, ok})
+	require.Equal(t, "66", string(e.Data[start:end]))
+	_, _, _, ok = FieldEntry(e.Index, 1)
+	require.False(t, ok)
+	require.True(t, r.Next(&e))
+	require.Nil(t, e.Index)
+	require.False(t, r.Next(&e))
+	require.NoError(t, r.Err())
+
+	escaped := AppendFieldEntry(nil, 16, 22, true)
+	start, end, esc, ok = FieldEntry(escaped, 0)
+	require.Equal(t, []any{16, 22, true, true}, []any{start, end, esc, ok})
+
+	// Without the flag there is no count and no per-event byte: AppendBatch's encoding.
+	plain, err := AppendIndexedBatch(nil, "s", []Event{{Seq: []byte("1")}}, 0)
+	require.NoError(t, err)
+	want, err := AppendBatch(nil, "s", []Event{{Seq: []byte("1")}})
+	require.NoError(t, err)
+	require.Equal(t, want, plain)
+	require.Len(t, b, IndexedBatchSize("s", []Event{{Seq: []byte("1"), PartitionKey: []byte("k"), Data: make([]byte, 23), Index: make([]byte, 16)}, {Seq: []byte("2"), Data: make([]byte, 8)}}, 2))
+}
+
+// TestIndexedBatchRejects: a field index that does not fit its batch or its event's data.
+func TestIndexedBatchRejects(t *testing.T) {
+	good := indexedBatch(t)
+	ev1 := 17 + 2 + 1 + 2 + 1 + 8 + 4 + 23
+	bad := func(f func(b []byte)) []byte { b := append([]byte(nil), good...); f(b); return b }
+	cases := []struct {
+		name string
+		in   []byte
+		msg  string
+	}{
+		{"no field count", bad(func(b []byte) {})[:15], "field index count truncated"},
+		{"zero fields", bad(func(b []byte) { b[15] = 0 }), "0 indexed fields"},
+		{"65 fields", bad(func(b []byte) { b[15] = 65 }), "65 indexed fields"},
+		{"flag 2", bad(func(b []byte) { b[ev1] = 2 }), "event 0: field index flag"},
+		{"value past the data", bad(func(b []byte) { b[ev1+1] = 22 }), "value 22+2 outside the 23 bytes of data"},
+		{"empty value", bad(func(b []byte) { b[ev1+5] = 0 }), "value 9+0 outside"},
+		{"absent with a length", bad(func(b []byte) { b[ev1+13] = 1 }), "an absent field with length 1"},
+		{"truncated index", good[:ev1+10], "event 0: field index truncated"},
+		{"missing flag of event 1", good[:len(good)-1], "event 1: field index flag"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := DecodeBatch(c.in)
+			require.ErrorIs(t, err, ErrMalformed)
+			require.Contains(t, err.Error(), c.msg)
+		})
+	}
+	_, err := AppendIndexedBatch(nil, "s", []Event{{Seq: []byte("1"), Data: []byte("{}"), Index: make([]byte, 8)}}, 2)
+	require.ErrorContains(t, err, "field index of 8 bytes, want 2 fields")
+	_, err = AppendIndexedBatch(nil, "s", nil, MaxIndexedFields+1)
+	require.ErrorContains(t, err, "65 indexed fields")
 }
 
 func FuzzDecodeOutput(f *testing.F) {

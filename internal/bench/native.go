@@ -78,10 +78,10 @@ func NativeGuests(h guest.Handler, logger *slog.Logger) func(shardID string) hos
 }
 
 // HandleBatch implements host.NativeGuest.
-func (g *sdkGuest) HandleBatch(batch []byte, read host.NativeRead) ([]byte, string) {
+func (g *sdkGuest) HandleBatch(batch []byte, imp host.NativeImports) ([]byte, string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out, err := g.n.RunBatchWith(batch, read)
+	out, err := g.n.RunBatchWith(batch, imp.Read)
 	if err != nil {
 		return nil, err.Error()
 	}
