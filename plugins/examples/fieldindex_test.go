@@ -18,8 +18,8 @@ import (
 )
 
 // bareGuest is a module instance in a bare wazero runtime, for measuring the guest's code alone:
-// projhost.read finds nothing, log and the output are dropped, fail panics; projhost.field
-// registers names as the host does (ABI.md §1).
+// projhost.read finds nothing, log and the output are dropped, fail and env.abort panic;
+// projhost.field registers names as the host does (ABI.md §1).
 type bareGuest struct {
 	mod           api.Module
 	alloc, handle api.Function
@@ -34,7 +34,11 @@ func newBareGuest(tb testing.TB, name string) *bareGuest {
 	tb.Cleanup(func() { rt.Close(ctx) })
 	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
 	i32 := api.ValueTypeI32
-	_, err := rt.NewHostModuleBuilder(wasmabi.ImportModule).
+	_, err := rt.NewHostModuleBuilder("env").NewFunctionBuilder().WithFunc(func(msg, file, line, col uint32) { panic("abort") }).Export("abort").Instantiate(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, err = rt.NewHostModuleBuilder(wasmabi.ImportModule).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(context.Context, api.Module, []uint64) {}), []api.ValueType{i32, i32, i32}, nil).Export(wasmabi.ImportLog).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, m api.Module, s []uint64) {
 		msg, _ := m.Memory().Read(uint32(s[0]), uint32(s[1]))
@@ -120,28 +124,37 @@ func BenchmarkGoFieldIndexGuestOnly(b *testing.B) {
 				b.Fatal("the module registered no field")
 			}
 			bs := [2][][]byte{plain, indexedBatches(b, evs, 100, g.fields)}
-			var cpu [2]time.Duration
-			pass := func(i int) {
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
-				c0 := threadCPU(b)
+			cpu := alternate(b, func(i int) {
 				for _, batch := range bs[i] {
 					g.run(b, batch)
 				}
-				cpu[i] += threadCPU(b) - c0
-			}
-			pass(0) // warm-up
-			pass(1)
-			cpu = [2]time.Duration{}
-			b.ResetTimer()
-			for n := range b.N {
-				pass(n % 2)
-				pass(1 - n%2)
-			}
+			})
 			events := float64(len(evs) * b.N)
 			b.ReportMetric(events/cpu[0].Seconds(), "scan-events/cpu-s")
 			b.ReportMetric(events/cpu[1].Seconds(), "index-events/cpu-s")
 			b.ReportMetric(cpu[0].Seconds()/cpu[1].Seconds(), "index/scan-speed")
 		})
 	}
+}
+
+// alternate runs pass(0) and pass(1) once to warm up, then b.N times each, in alternating order
+// so that the machine's load hits both alike, and returns the thread CPU time each took.
+func alternate(b *testing.B, pass func(i int)) [2]time.Duration {
+	var cpu [2]time.Duration
+	timed := func(i int) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		c0 := threadCPU(b)
+		pass(i)
+		cpu[i] += threadCPU(b) - c0
+	}
+	timed(0)
+	timed(1)
+	cpu = [2]time.Duration{}
+	b.ResetTimer()
+	for n := range b.N {
+		timed(n % 2)
+		timed(1 - n%2)
+	}
+	return cpu
 }
