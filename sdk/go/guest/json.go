@@ -780,8 +780,9 @@ func NewJSONFields(keys ...string) *JSONFields {
 // is the current event's Data (the slice the Event holds, not a copy or a part of it), Scan may
 // register the keys or read the host's field index (see JSONFields), which describes the data as
 // the host sent it: a handler that changes the event's bytes in place must not Scan them then.
-// Natively the index is used from a handler's goroutine only, while no other Native runs a batch:
-// do not Scan an event's data from other goroutines.
+// Natively, while a Native runs a batch alone, Scan compares data with that batch's current
+// event: call it from that Native's handler goroutine only, not from other goroutines at the
+// same time.
 //
 // The common shapes (keys and string values without escapes, integers, no whitespace around
 // ':' and ',') are scanned inline; anything else goes through the general scanString, skipValue

@@ -48,7 +48,8 @@ func WithDocValidation(on bool) NativeOption { return func(n *Native) { n.valida
 // once per name (and again after calls without a Field). Batches that carry a field index are
 // read through it only while one Native alone runs a batch in the process: Natives running at
 // once neither register nor read the index, and their JSONFields scan the data (the same
-// answers, in more time).
+// answers, in more time). While a Native runs a batch alone, JSONFields.Scan looks at its current
+// event: other goroutines must not call Scan then.
 type Native struct {
 	h        Handler
 	logger   *slog.Logger
