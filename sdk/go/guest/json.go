@@ -971,8 +971,8 @@ func (f *JSONFields) fromIndex(b *Batch, data []byte) bool {
 	if f.regGen != b.regGen {
 		f.register(b)
 	}
-	index := b.ev.Index
-	if f.maxSlot < 0 || f.maxSlot >= b.r.Fields() || index == nil {
+	index := b.ev.Index // nil when the event is not indexed
+	if f.maxSlot < 0 || f.maxSlot >= b.r.Fields() || len(index) < (f.maxSlot+1)*abi.FieldEntryLen {
 		return false
 	}
 	f.data = data
