@@ -11,14 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/host"
 	"github.com/projhost/projhost/internal/testwasm"
-	"github.com/projhost/projhost/wasmabi"
 )
 
 // BenchmarkASDocumentedVsTuned runs the AssemblyScript flightdelays example, written the
@@ -94,94 +92,24 @@ func BenchmarkASDocumentedVsTuned(b *testing.B) {
 }
 
 // BenchmarkASDocumentedVsTunedGuestOnly is BenchmarkASDocumentedVsTuned without the host's
-// work: each module runs in a bare wazero runtime whose projhost.read finds nothing and whose
-// output is dropped, so the ratio is the guest code's alone (every key is new in every batch).
-// A module that registers fields (projhost.field: the documented one) gets batches with their
-// field index (ABI.md §2.1), encoded before the timed passes as the host would.
+// work: each module runs in a bare wazero runtime (newBareGuest) whose projhost.read finds
+// nothing and whose output is dropped, so the ratio is the guest code's alone (every key is new
+// in every batch).
 // The host's share dilutes the guest's difference in BenchmarkASDocumentedVsTuned; this one shows
 // it whole:
 //
 //	go test -run '^$' -bench ASDocumentedVsTunedGuestOnly -benchtime 20x ./plugins/examples/
 func BenchmarkASDocumentedVsTunedGuestOnly(b *testing.B) {
 	evs := flights(b, "flights-20k.json")
-	ctx := context.Background()
-	type guest struct {
-		mod           api.Module
-		alloc, handle api.Function
-		fields        []string
-	}
-	var gs []*guest
-	for _, name := range []string{testwasm.FlightDelaysAS, testwasm.FlightDelaysASTuned} {
-		g := &guest{}
-		rt := wazero.NewRuntime(ctx)
-		defer rt.Close(ctx)
-		i32 := api.ValueTypeI32
-		nop := api.GoModuleFunc(func(context.Context, api.Module, []uint64) {})
-		_, err := rt.NewHostModuleBuilder(wasmabi.ImportModule).
-			NewFunctionBuilder().WithGoModuleFunction(nop, []api.ValueType{i32, i32, i32}, nil).Export(wasmabi.ImportLog).
-			NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, m api.Module, s []uint64) {
-			msg, _ := m.Memory().Read(uint32(s[0]), uint32(s[1]))
-			panic("the batch failed: " + string(msg))
-		}), []api.ValueType{i32, i32}, nil).Export(wasmabi.ImportFail).
-			NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) {
-			s[0] = api.EncodeI32(-1)
-		}), []api.ValueType{i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}).Export(wasmabi.ImportRead).
-			NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, m api.Module, s []uint64) {
-			name, _ := m.Memory().Read(uint32(s[0]), uint32(s[1]))
-			s[0] = api.EncodeI32(registerField(&g.fields, string(name)))
-		}), []api.ValueType{i32, i32}, []api.ValueType{i32}).Export(wasmabi.ImportField).
-			Instantiate(ctx)
-		if err == nil {
-			_, err = rt.NewHostModuleBuilder("env").NewFunctionBuilder().WithFunc(func(msg, file, line, col uint32) { panic("abort") }).Export("abort").Instantiate(ctx)
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-		wasm, err := os.ReadFile(testwasm.Path(b, name))
-		if err != nil {
-			b.Fatal(err)
-		}
-		mod, err := rt.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig())
-		if err != nil {
-			b.Fatal(err)
-		}
-		g.mod, g.alloc, g.handle = mod, mod.ExportedFunction(wasmabi.ExportAlloc), mod.ExportedFunction(wasmabi.ExportHandle)
-		gs = append(gs, g)
-	}
+	gs := []*bareGuest{newBareGuest(b, testwasm.FlightDelaysAS), newBareGuest(b, testwasm.FlightDelaysASTuned)}
 	for _, size := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
-			var bs [2][][]byte
-			bs[0], bs[1] = batches(b, evs, size), batches(b, evs, size)
-			var cpu [2]time.Duration
-			pass := func(i int) {
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
-				c0 := threadCPU(b)
-				g := gs[i]
-				for _, batch := range bs[i] {
-					res, err := g.alloc.Call(ctx, uint64(len(batch)))
-					if err != nil || !g.mod.Memory().Write(uint32(res[0]), batch) {
-						b.Fatalf("alloc: %v", err)
-					}
-					if _, err := g.handle.Call(ctx, res[0], uint64(len(batch))); err != nil {
-						b.Fatal(err)
-					}
+			bs := batches(b, evs, size)
+			cpu := alternate(b, func(i int) {
+				for _, batch := range bs {
+					gs[i].run(b, batch)
 				}
-				cpu[i] += threadCPU(b) - c0
-			}
-			pass(0) // warm-up (and the fields registered)
-			pass(1)
-			for i, g := range gs {
-				for k, batch := range bs[i] {
-					bs[i][k] = withIndex(b, batch, g.fields)
-				}
-			}
-			cpu = [2]time.Duration{}
-			b.ResetTimer()
-			for n := range b.N {
-				pass(n % 2)
-				pass(1 - n%2)
-			}
+			})
 			events := float64(len(evs) * b.N)
 			b.ReportMetric(events/cpu[0].Seconds(), "documented-events/cpu-s")
 			b.ReportMetric(events/cpu[1].Seconds(), "tuned-events/cpu-s")

@@ -1,8 +1,7 @@
 // Smoke tests of the example modules in a minimal wazero host: the Go and AssemblyScript builds
 // must write byte-identical documents, equal to the native run of the Go handler. The real host
 // lives in host/; this harness implements just enough of ABI v1 to drive the modules directly,
-// the field index (ABI.md §2.1) included: it registers the names a guest asks for and indexes
-// the batches it hands over as the host does.
+// the field index (ABI.md §2.1) included.
 package examples_test
 
 import (
@@ -43,7 +42,10 @@ type miniHost struct {
 	logs    []string
 	batches int
 	keyBuf  []byte
-	fields  []string // the names the guest registered (projhost.field), in slot order
+
+	fields  []string                // registered with the field import, by slot
+	indexed int                     // events handed over with a field index
+	spoil   func([]event.FieldSpan) // if set, changes every index before it is encoded
 }
 
 func newMiniHost(tb testing.TB, name string) *miniHost {
@@ -92,7 +94,13 @@ func newMiniHostCtx(ctx context.Context, tb testing.TB, name string) *miniHost {
 		s[0] = api.EncodeI32(int32(len(d)))
 	}), []api.ValueType{i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}).Export(wasmabi.ImportRead).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, m api.Module, s []uint64) {
-		s[0] = api.EncodeI32(registerField(&h.fields, string(mem(m, uint32(s[0]), uint32(s[1])))))
+		name := string(mem(m, uint32(s[0]), uint32(s[1])))
+		slot := slices.Index(h.fields, name)
+		if slot < 0 && name != "" && len(name) <= wasmabi.MaxFieldNameLen && utf8.ValidString(name) && len(h.fields) < wasmabi.MaxIndexedFields {
+			h.fields = append(h.fields, name)
+			slot = len(h.fields) - 1
+		}
+		s[0] = api.EncodeI32(int32(slot))
 	}), []api.ValueType{i32, i32}, []api.ValueType{i32}).Export(wasmabi.ImportField).
 		Instantiate(ctx)
 	if err != nil {
@@ -135,54 +143,43 @@ func newMiniHostCtx(ctx context.Context, tb testing.TB, name string) *miniHost {
 	return h
 }
 
-// registerField is the host's projhost.field (ABI.md §1) over the names registered so far: the
-// slot of name, added if new, or -1.
-func registerField(fields *[]string, name string) int32 {
-	if name == "" || len(name) > wasmabi.MaxFieldNameLen || !utf8.ValidString(name) {
-		return -1
-	}
-	if i := slices.Index(*fields, name); i >= 0 {
-		return int32(i)
-	}
-	if len(*fields) == wasmabi.MaxIndexedFields {
-		return -1
-	}
-	*fields = append(*fields, name)
-	return int32(len(*fields) - 1)
-}
-
-// withIndex returns batch encoded with the field index of fields (ABI.md §2.1), as the host
-// hands it to a guest that registered them: batch itself when there are none, or when it does
-// not decode (a test's corrupt batch).
-func withIndex(tb testing.TB, batch []byte, fields []string) []byte {
-	if len(fields) == 0 {
+// withIndex returns batch encoded again with the field index of the names registered so far, as
+// the host encodes its batches (ABI.md §2.1); batch itself when no name is registered or it does
+// not decode.
+func (h *miniHost) withIndex(batch []byte) []byte {
+	if len(h.fields) == 0 {
 		return batch
 	}
 	shard, evs, err := wasmabi.DecodeBatch(batch)
 	if err != nil {
 		return batch
 	}
-	spans := make([]event.FieldSpan, len(fields))
+	spans := make([]event.FieldSpan, len(h.fields))
 	for i := range evs {
 		evs[i].Index = nil
-		if event.IndexFields(evs[i].Data, fields, spans) {
-			for _, sp := range spans {
-				evs[i].Index = wasmabi.AppendFieldEntry(evs[i].Index, sp.Start, sp.End, sp.Escaped)
-			}
+		if !event.IndexFields(evs[i].Data, h.fields, spans) {
+			continue
 		}
+		if h.spoil != nil {
+			h.spoil(spans)
+		}
+		for _, sp := range spans {
+			evs[i].Index = wasmabi.AppendFieldEntry(evs[i].Index, sp.Start, sp.End, sp.Escaped)
+		}
+		h.indexed++
 	}
-	out, err := wasmabi.AppendIndexedBatch(nil, shard, evs, len(fields))
+	out, err := wasmabi.AppendIndexedBatch(nil, shard, evs, len(h.fields))
 	if err != nil {
-		tb.Fatalf("re-encoding a batch with its field index: %v", err)
+		panic(err)
 	}
 	return out
 }
 
-// run hands one encoded batch to the guest, with the field index of the names it registered;
-// it returns the fail message ("" = success) and applies the output otherwise.
+// run hands one encoded batch to the guest, with the field index of the names it registered
+// (withIndex); it returns the fail message ("" = success) and applies the output otherwise.
 func (h *miniHost) run(tb testing.TB, batch []byte) string {
 	ctx := context.Background()
-	batch = withIndex(tb, batch, h.fields)
+	batch = h.withIndex(batch)
 	res, err := h.alloc.Call(ctx, uint64(len(batch)))
 	if err != nil || res[0] == 0 {
 		tb.Fatalf("alloc: %v %v", res, err)
@@ -278,7 +275,7 @@ func batches(tb testing.TB, evs []wasmabi.Event, size int) [][]byte {
 func toGuest(evs []wasmabi.Event) []guest.Event {
 	out := make([]guest.Event, len(evs))
 	for i, e := range evs {
-		out[i] = guest.Event{Seq: e.Seq, PartitionKey: e.PartitionKey, ArrivalMs: e.ArrivalMs, Data: e.Data}
+		out[i] = guest.Event(e)
 	}
 	return out
 }
@@ -345,6 +342,42 @@ func TestModulesMatchNative(t *testing.T) {
 				}
 			}
 			diffStores(t, tt.module, h.store, want)
+			// The Go SDK's JSONFields registers flightdelays' fields during the first batch;
+			// the host indexes every later flight.
+			if tt.module == testwasm.FlightDelaysGo && h.indexed != len(evs)-tt.batch {
+				t.Errorf("%d events handed over with a field index, want %d (fields %q)", h.indexed, len(evs)-tt.batch, h.fields)
+			}
+		})
+	}
+}
+
+// TestGoModulesReadTheFieldIndex: flightdelays' JSONFields reads an event's fields where the
+// host's field index points, in both toolchains' builds: an index spoiled to point every field at
+// the value of "origin" makes the handler fail the batch on "delay", which is not an integer
+// there. (TestModulesMatchNative checks that the true index gives the native results.)
+func TestGoModulesReadTheFieldIndex(t *testing.T) {
+	bs := batches(t, flights(t, "flights-2k.json")[:20], 10)
+	for _, module := range append([]string{testwasm.FlightDelaysGo}, testwasm.TinyGoModules(t, testwasm.FlightDelaysTinyGo)...) {
+		t.Run(module, func(t *testing.T) {
+			h := newMiniHost(t, module)
+			if msg := h.run(t, bs[0]); msg != "" {
+				t.Fatalf("first batch failed: %s", msg)
+			}
+			if want := []string{"delay", "distance", "origin", "destination"}; !slices.Equal(h.fields, want) {
+				t.Fatalf("fields registered %q, want %q", h.fields, want)
+			}
+			h.spoil = func(spans []event.FieldSpan) {
+				for i := range spans {
+					spans[i] = spans[2]
+				}
+			}
+			if msg := h.run(t, bs[1]); !strings.Contains(msg, `field "delay" missing or not an integer`) {
+				t.Fatalf("with a spoiled index: fail message %q, want one about \"delay\"", msg)
+			}
+			h.spoil = nil
+			if msg := h.run(t, bs[1]); msg != "" {
+				t.Fatalf("with the true index: %s", msg)
+			}
 		})
 	}
 }
@@ -379,6 +412,9 @@ func TestTinyGoModulesMatchGo(t *testing.T) {
 				}
 				diffStores(t, module, h.store, want)
 				stores[module] = h.store
+				if tt.goModule == testwasm.FlightDelaysGo && h.indexed != len(evs)-tt.batch {
+					t.Errorf("%s: %d events handed over with a field index, want %d", module, h.indexed, len(evs)-tt.batch)
+				}
 			}
 			diffStores(t, tt.tinyModule+" against "+tt.goModule, stores[tt.tinyModule], stores[tt.goModule])
 		})
@@ -447,6 +483,8 @@ func TestReadBufferGrowsForLargeDocuments(t *testing.T) {
 
 // BenchmarkModules runs each example module over flights-20k in batches of 100, without a
 // per-batch deadline, in this test's minimal host (compare with BenchmarkNative in ./flightdelays).
+// The host's work counts too: for a module that registered fields, run decodes each batch and
+// encodes it again with its field index.
 func BenchmarkModules(b *testing.B) {
 	evs := flights(b, "flights-20k.json")
 	bs := batches(b, evs, 100)

@@ -5,15 +5,11 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
@@ -645,89 +641,4 @@ func FuzzFieldIndex(f *testing.F) {
 			t.Fatalf("data %q, index %x: %d documents", data, raw, len(docs))
 		}
 	})
-}
-
-// BenchmarkFieldIndexGuestOnly runs the flightdelays example (AssemblyScript) over flights-20k
-// in batches of 100 in a bare wazero runtime (indexHost: no read model, the output dropped), the
-// same batches encoded with the field index and without, passes interleaved, and reports the
-// guest's CPU time per event of each and their ratio: what the index saves the guest.
-//
-//	go test -run '^$' -bench FieldIndexGuestOnly -benchtime 20x ./sdk/as/
-func BenchmarkFieldIndexGuestOnly(b *testing.B) {
-	raw, err := os.ReadFile("../../plugins/examples/flightdelays/data/flights-20k.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var datas []json.RawMessage
-	if err := json.Unmarshal(raw, &datas); err != nil {
-		b.Fatal(err)
-	}
-	evs := make([]wasmabi.Event, len(datas))
-	for i, d := range datas {
-		var f struct{ Origin string }
-		if err := json.Unmarshal(d, &f); err != nil {
-			b.Fatal(err)
-		}
-		evs[i] = wasmabi.Event{Seq: []byte(fmt.Sprintf("%020d", i+1)), PartitionKey: []byte(f.Origin), Data: d}
-	}
-	h := newIndexHost(b, testwasm.FlightDelaysAS)
-	ctx := context.Background()
-	alloc, handle := h.mod.ExportedFunction("projhost_alloc"), h.mod.ExportedFunction("projhost_handle")
-	run := func(batches [][]byte) time.Duration {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		c0 := threadCPU(b)
-		h.inHandle = true
-		for _, batch := range batches {
-			res, err := alloc.Call(ctx, uint64(len(batch)))
-			if err != nil || !h.mod.Memory().Write(uint32(res[0]), batch) {
-				b.Fatalf("alloc: %v", err)
-			}
-			if _, err := handle.Call(ctx, res[0], uint64(len(batch))); err != nil || h.failMsg != "" {
-				b.Fatalf("handle: %v %s", err, h.failMsg)
-			}
-		}
-		h.inHandle = false
-		return threadCPU(b) - c0
-	}
-	var scanned, indexed [][]byte
-	for i := 0; i < len(evs); i += 100 {
-		part := evs[i:min(i+100, len(evs))]
-		scanned = append(scanned, indexedBatch(b, part, 0, nil))
-	}
-	run(scanned[:1]) // registers the names
-	if len(h.names) != 4 {
-		b.Fatalf("registered %q, want flightdelays' 4 fields", h.names)
-	}
-	for i := 0; i < len(evs); i += 100 {
-		part := evs[i:min(i+100, len(evs))]
-		indexed = append(indexed, indexedBatch(b, part, len(h.names), indexAll(b, part, h.names)))
-	}
-	run(scanned)
-	run(indexed)
-	var cpu [2]time.Duration
-	b.ResetTimer()
-	for n := range b.N {
-		if n%2 == 0 {
-			cpu[0] += run(scanned)
-			cpu[1] += run(indexed)
-		} else {
-			cpu[1] += run(indexed)
-			cpu[0] += run(scanned)
-		}
-	}
-	events := float64(len(evs) * b.N)
-	b.ReportMetric(float64(cpu[0].Nanoseconds())/events, "scanned-ns/event")
-	b.ReportMetric(float64(cpu[1].Nanoseconds())/events, "indexed-ns/event")
-	b.ReportMetric(cpu[0].Seconds()/cpu[1].Seconds(), "indexed-speedup")
-}
-
-// threadCPU returns the calling thread's CPU time (user + system; Linux RUSAGE_THREAD).
-func threadCPU(tb testing.TB) time.Duration {
-	const rusageThread = 1
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

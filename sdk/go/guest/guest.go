@@ -56,9 +56,18 @@
 //	tinygo build -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -opt=2 -o handler.wasm .
 //
 // The package implements the ABI exports (projhost_abi_v1, projhost_alloc, projhost_handle) and
-// calls the host imports (projhost.log, projhost.fail, projhost.read) when built for wasip1. Built
-// for any other target it compiles against an in-process fake host (Native) so the same handler
-// code can be unit-tested and benchmarked natively.
+// calls the host imports (projhost.log, projhost.fail, projhost.read, projhost.field) when built
+// for wasip1, so its modules need a host that has the field import (ABI.md §7). Built for any
+// other target it compiles against an in-process fake host (Native) so the same handler code can
+// be unit-tested and benchmarked natively.
+//
+// # The field index
+//
+// A JSONFields that scans event data registers its keys with the host's field import during the
+// first batch that scans with it; from the next batch on the host finds those fields in every
+// event's data while it encodes the batch (ABI.md §2.1), and JSONFields.Scan of an event's data
+// reads where the index points instead of scanning the JSON text. The answers are the same
+// either way; handlers do nothing for it.
 //
 // # Two ways to keep documents
 //
@@ -88,15 +97,18 @@ package guest
 
 import (
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/projhost/projhost/sdk/go/internal/abi"
 )
 
 // Event is one stream record: Seq (the decimal sequence number), PartitionKey, ArrivalMs (the
-// approximate arrival time in ms since the Unix epoch, 0 when unknown) and Data (the record's
-// payload, for the examples a JSON object). When a Batch hands it out, its byte slices alias the
-// batch buffer and are valid only until the handler returns; copy what must outlive the batch.
+// approximate arrival time in ms since the Unix epoch, 0 when unknown), Data (the record's
+// payload, for the examples a JSON object) and Index (the host's field index of Data, ABI.md
+// §2.1, which JSONFields reads: nil when the host did not index the data; Native.Run does not
+// encode it). When a Batch hands it out, its byte slices alias the batch buffer and are valid only
+// until the handler returns; copy what must outlive the batch.
 type Event = abi.Event
 
 // Mutation is one read-model write of a handler's output, as Native.Run returns it: Op (OpPut
@@ -128,12 +140,15 @@ const (
 	LevelError Level = abi.LevelError
 )
 
-// host is what a batch needs from its host: the three ABI imports.
+// host is what a batch needs from its host: the ABI imports but fail.
 type host interface {
 	log(level Level, msg string)
 	// read implements the read import: it returns -1 when there is no document, else the
 	// document's length n, written into buf only when n <= len(buf).
 	read(collection string, key []byte, buf []byte) int32
+	// field implements the field import: it registers name for the field index of the batches
+	// after this one and returns its slot, or -1 when the host refused it.
+	field(name string) int32
 }
 
 // initialReadBuf is the first size in bytes of the buffer passed to the read import; it grows to
@@ -164,7 +179,7 @@ const maxScanColls = 8
 
 // batchGen numbers the batches of every Batch of the process, so that a State can tell a new
 // batch from the one it holds values of.
-var batchGen uint64
+var batchGen atomic.Uint64 // Natives may run batches at once
 
 // Batch is one call's worth of events and the handler's view of the read model. It is valid only
 // during the Handler call that received it.
@@ -174,6 +189,13 @@ type Batch struct {
 	h   host
 	err error // first misuse; fails the batch
 	gen uint64
+
+	// regGen numbers the hosts' field registrations: a JSONFields registered for another
+	// regGen registers again (ABI.md §2.1: registrations belong to an instance). fieldNames
+	// are the names asked of this regGen's host, fieldSlots its answers.
+	regGen     uint64
+	fieldNames []string
+	fieldSlots []int8
 
 	colls    []string // every collection name seen by this Batch, kept across batches
 	collIdx  map[string]int32
@@ -433,8 +455,7 @@ func (b *Batch) add(ci int32, key []byte, h uint32) int32 {
 
 // reset prepares b for the next batch.
 func (b *Batch) reset() {
-	batchGen++
-	b.gen = batchGen
+	b.gen = batchGen.Add(1)
 	b.index.reset(b.entries)
 	b.entries = b.entries[:0]
 	b.arena = b.arena[:0]
@@ -443,6 +464,45 @@ func (b *Batch) reset() {
 	b.last = -1
 	b.err = nil
 	b.ev = Event{}
+}
+
+// call calls h with b as the current batch (currentBatch), which it is only during the call.
+func (b *Batch) call(h Handler) error {
+	enter(b)
+	defer leave(b)
+	return h(b)
+}
+
+// fieldSlot returns the field index slot of name with b's host, registering it on its first use
+// with this host: 0..63, or -1 when the host refused it.
+func (b *Batch) fieldSlot(name string) int {
+	for i := range b.fieldNames {
+		if sameString(b.fieldNames[i], name) {
+			return int(b.fieldSlots[i])
+		}
+	}
+	s := int8(-1)
+	if name != "" { // the host refuses it: spare the call
+		if r := b.h.field(name); r >= 0 && r < abi.MaxIndexedFields {
+			s = int8(r)
+		}
+	}
+	b.fieldNames = append(b.fieldNames, name)
+	b.fieldSlots = append(b.fieldSlots, s)
+	return int(s)
+}
+
+// newRegGen makes b's host one with no field registrations, numbered gen.
+func (b *Batch) newRegGen(gen uint64) {
+	b.regGen = gen
+	b.fieldNames = b.fieldNames[:0]
+	b.fieldSlots = b.fieldSlots[:0]
+}
+
+// eventData reports whether data is the current event's data: the same bytes of the batch
+// buffer, not a copy or a part of them.
+func (b *Batch) eventData(data []byte) bool {
+	return len(data) != 0 && len(data) == len(b.ev.Data) && &data[0] == &b.ev.Data[0]
 }
 
 // run decodes batch, calls h and returns the encoded output, or a failure message for the fail
@@ -457,7 +517,7 @@ func (b *Batch) run(h Handler, batch []byte) (out []byte, failMsg string) {
 	if h == nil {
 		return nil, "guest: no handler registered: call guest.Handle in an init function"
 	}
-	if err := h(b); err != nil {
+	if err := b.call(h); err != nil {
 		return nil, err.Error()
 	}
 	if err := b.r.Err(); err != nil {

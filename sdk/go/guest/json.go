@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/projhost/projhost/sdk/go/internal/abi"
 )
 
 // Zero-allocation accessors for the top-level fields of a JSON object (RFC 8259), for event data
@@ -682,12 +684,21 @@ func appendQuoted[T string | []byte](dst []byte, s T) []byte {
 // bytes after it are not). A field counts as present when JSONRaw would find it: the scan stops
 // at the first syntax error, and fields not seen by then are absent. Reuse one JSONFields for
 // every event; Scan does not allocate (except to unescape keys with escapes longer than 128
-// bytes). Not safe for concurrent use.
+// bytes, and once per instance to register its keys). Not safe for concurrent use.
 //
 //	f := guest.NewJSONFields("delay", "origin")
 //	f.Scan(ev.Data)
 //	delay, ok := f.Int(0)
 //	origin, ok := f.String(1)
+//
+// Scanning the current event's data during a batch, a JSONFields uses the host's field index
+// (ABI.md §2.1) when it can: at its first such Scan in an instance (a WebAssembly instance, or a
+// Native) it registers its keys with the host's field import, and from the next batch on, when
+// the host has indexed the event, Scan takes the fields' places from the index instead of
+// scanning the data. The host indexes only data that is one valid JSON object with unique keys,
+// for which the answers are the same; other data is scanned. A JSONFields whose keys the host
+// does not take all (an empty key, one over 255 bytes or not valid UTF-8, more than 64 names in
+// the instance) always scans.
 type JSONFields struct {
 	keys  []fieldKey
 	slot  [64]int8    // keySlot(key) -> 1 + index in keys; 0: no key; -1: several keys (or one of index >= 127)
@@ -695,6 +706,12 @@ type JSONFields struct {
 	gen   uint64      // numbers the Scans; spans of earlier ones are stale
 	left  int         // keys not found yet by the Scan under way
 	spans []fieldSpan // per key: where its value is in data
+
+	// The field index: per key its slot, registered with the host of regGen (Batch.regGen; 0:
+	// none yet), and the largest of them, -1 when the host refused a key.
+	regGen  uint64
+	slots   []uint8
+	maxSlot int
 }
 
 // keySlot is the slot of a key in JSONFields.slot, from its length and its first and last bytes
@@ -724,7 +741,8 @@ type fieldSpan struct {
 // NewJSONFields returns a reader of the top-level fields keys (index i in the accessors is
 // keys[i]). It panics when a key repeats.
 func NewJSONFields(keys ...string) *JSONFields {
-	f := &JSONFields{keys: make([]fieldKey, len(keys)), spans: make([]fieldSpan, len(keys)), gen: 1}
+	f := &JSONFields{keys: make([]fieldKey, len(keys)), spans: make([]fieldSpan, len(keys)), gen: 1,
+		slots: make([]uint8, len(keys))}
 	for i, k := range keys {
 		for _, k2 := range keys[:i] {
 			if k == k2 {
@@ -758,12 +776,21 @@ func NewJSONFields(keys ...string) *JSONFields {
 	return f
 }
 
-// Scan reads the fields of data, replacing those of the previous Scan.
+// Scan reads the fields of data, replacing those of the previous Scan. During a batch, when data
+// is the current event's Data (the slice the Event holds, not a copy or a part of it), Scan may
+// register the keys or read the host's field index (see JSONFields), which describes the data as
+// the host sent it: a handler that changes the event's bytes in place must not Scan them then.
+// Natively, while a Native runs a batch alone, Scan compares data with that batch's current
+// event: call it from that Native's handler goroutine only, not from other goroutines at the
+// same time.
 //
 // The common shapes (keys and string values without escapes, integers, no whitespace around
 // ':' and ',') are scanned inline; anything else goes through the general scanString, skipValue
 // and skipWS. Under WebAssembly every call, memory access and loop iteration counts.
 func (f *JSONFields) Scan(data []byte) {
+	if b := currentBatch(); b != nil && b.eventData(data) && f.fromIndex(b, data) {
+		return
+	}
 	f.data = data
 	f.gen++
 	f.left = len(f.keys)
@@ -934,6 +961,51 @@ func (f *JSONFields) Scan(data []byte) {
 			i = skipWS(data, i)
 		}
 	}
+}
+
+// fromIndex reads the fields of data, the current event's data of batch b, from the batch's field
+// index, registering the keys with b's host first when they are not registered with it. It
+// reports false, and changes no field, when it cannot: the batch or the event is not indexed, or
+// the index lacks a key.
+func (f *JSONFields) fromIndex(b *Batch, data []byte) bool {
+	if f.regGen != b.regGen {
+		f.register(b)
+	}
+	index := b.ev.Index // nil when the event is not indexed
+	if f.maxSlot < 0 || f.maxSlot >= b.r.Fields() || len(index) < (f.maxSlot+1)*abi.FieldEntryLen {
+		return false
+	}
+	f.data = data
+	f.gen++
+	for k, s := range f.slots {
+		// abi.FieldEntry written out: as a call (too large to be inlined) it costs one per key.
+		// The reader checked that the value is not empty and lies within data.
+		e := index[int(s)*abi.FieldEntryLen:]
+		start := binary.LittleEndian.Uint32(e)
+		if start == abi.FieldAbsent {
+			continue
+		}
+		n := binary.LittleEndian.Uint32(e[4:])
+		f.spans[k] = fieldSpan{int(start), int(start + n&0x7FFFFFFF), f.gen, n>>31 == 0} // bit 31: a string with an escape
+	}
+	return true
+}
+
+// register registers f's keys with the field import of b's host, the one of b.regGen, stopping
+// at the first the host refuses (then f does not use the index with this host).
+func (f *JSONFields) register(b *Batch) {
+	f.regGen = b.regGen
+	f.maxSlot = -1
+	top := -1
+	for k := range f.keys {
+		s := b.fieldSlot(f.keys[k].name)
+		if s < 0 {
+			return
+		}
+		f.slots[k] = uint8(s)
+		top = max(top, s)
+	}
+	f.maxSlot = top
 }
 
 // plainKeyIs reports whether data[start:end], a key without escapes followed by its closing

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/projhost/projhost/sdk/go/internal/abi"
 )
@@ -38,7 +39,17 @@ func WithDocValidation(on bool) NativeOption { return func(n *Native) { n.valida
 // through the same code path as the WebAssembly build: the events are encoded as an ABI batch,
 // decoded by the SDK, and the handler's output is encoded, decoded and applied to the store. Use
 // it to unit-test handlers and as the native performance baseline. A Native is not safe for
-// concurrent use; separate Natives are independent.
+// concurrent use. Separate Natives may run batches at once in several goroutines when their
+// handlers share no state: a handler's package variables (its JSONFields and States) are one
+// instance's in WebAssembly, so natively they belong to one running Native at a time.
+//
+// A Native is one instance to the field import (ABI.md §2.1): Run and RunBatch have none, and a
+// host that indexes fields passes its Imports.Field to RunBatchImports, which the Native asks
+// once per name (and again after calls without a Field). Batches that carry a field index are
+// read through it only while one Native alone runs a batch in the process: Natives running at
+// once neither register nor read the index, and their JSONFields scan the data (the same
+// answers, in more time). While a Native runs a batch alone, JSONFields.Scan looks at its current
+// event: other goroutines must not call Scan then.
 type Native struct {
 	h        Handler
 	logger   *slog.Logger
@@ -47,9 +58,26 @@ type Native struct {
 	batch    Batch
 	enc      []byte
 	muts     []Mutation
-	hostRead func(collection, key, buf []byte) int // RunBatchWith's read, during its call
-	colls    map[string][]byte                     // collection names as bytes, for hostRead
+	imp      Imports           // RunBatchImports's, during its call
+	fieldOn  bool              // the last batch had an Imports.Field
+	colls    map[string][]byte // collection names as bytes, for imp.Read
 }
+
+// Imports are the host functions a Native runs one batch with (the projhost imports, ABI.md §1).
+type Imports struct {
+	// Read is projhost.read: it copies the document of collection/key into buf when it fits
+	// and returns its length, or -1 when there is none. nil: the Native's own store.
+	Read func(collection, key, buf []byte) int
+	// Field is projhost.field: it registers the top-level field name (1 to 255 bytes of UTF-8)
+	// for the field index of the batches encoded after this one and returns its slot (0 for
+	// the first name, the same slot for a name registered before), or -1 when it refuses the
+	// name. Its registrations must last as long as the Native is used with a Field. nil: no
+	// field index (JSONFields scan).
+	Field func(name []byte) int
+}
+
+// regGens numbers the Natives' field registrations (Batch.regGen).
+var regGens atomic.Uint64
 
 // NewNative returns a Native running h (nil: the handler registered with Handle) over an empty
 // read model.
@@ -62,6 +90,7 @@ func NewNative(h Handler, opts ...NativeOption) *Native {
 		o(n)
 	}
 	n.batch.h = nativeHost{n}
+	n.batch.newRegGen(regGens.Add(1))
 	return n
 }
 
@@ -114,21 +143,32 @@ func (n *Native) RunBatch(batch []byte) ([]byte, error) {
 	return out, nil
 }
 
-// RunBatchWith is RunBatch for a host that keeps the read model itself, as projhost's host does
-// for a handler compiled into it (host.NewNativeModule): the handler's reads go to read (the
-// projhost.read import: copy collection/key's document into buf when it fits, return its length
-// or -1), and its output is returned encoded (ABI.md §4; nil: no mutations; valid until the next
-// call), neither decoded nor applied to this Native's store, which the call neither reads nor
-// changes. Errors: ErrHandlerFailed (wrapped, with the handler's message) when the batch failed.
+// RunBatchWith is RunBatchImports(batch, Imports{Read: read}).
 func (n *Native) RunBatchWith(batch []byte, read func(collection, key, buf []byte) int) ([]byte, error) {
-	n.hostRead = read
-	defer func() { n.hostRead = nil }()
+	return n.RunBatchImports(batch, Imports{Read: read})
+}
+
+// RunBatchImports is RunBatch for a host that keeps the read model itself, as projhost's host does
+// for a handler compiled into it (host.NewNativeModule): the handler calls the imports of imp
+// (see Imports; nil ones as documented there), and its output is returned encoded (ABI.md §4;
+// nil: no mutations; valid until the next call), neither decoded nor applied to this Native's
+// store, which the call neither changes nor, when imp.Read is set, reads. batch may carry a field
+// index (ABI.md §2.1) for the names imp.Field registered. Errors: ErrHandlerFailed (wrapped, with
+// the handler's message) when the batch failed.
+func (n *Native) RunBatchImports(batch []byte, imp Imports) ([]byte, error) {
+	n.imp = imp
+	defer func() { n.imp = Imports{} }()
 	return n.handle(batch)
 }
 
-// handle runs the handler over batch and returns its encoded output, or ErrHandlerFailed with
-// its message (cut to the ABI's limit).
+// handle runs the handler over batch with n.imp and returns its encoded output, or
+// ErrHandlerFailed with its message (cut to the ABI's limit).
 func (n *Native) handle(batch []byte) ([]byte, error) {
+	if on := n.imp.Field != nil; on != n.fieldOn {
+		// Registrations belong to the Field of the calls with one: anew with or without it.
+		n.fieldOn = on
+		n.batch.newRegGen(regGens.Add(1))
+	}
 	out, msg := n.batch.run(n.h, batch)
 	if msg != "" {
 		if len(msg) > abi.MaxMessageLen {
@@ -204,7 +244,7 @@ func (h nativeHost) log(level Level, msg string) {
 }
 
 func (h nativeHost) read(collection string, key []byte, buf []byte) int32 {
-	if r := h.n.hostRead; r != nil {
+	if r := h.n.imp.Read; r != nil {
 		c, ok := h.n.colls[collection]
 		if !ok {
 			if h.n.colls == nil {
@@ -223,4 +263,43 @@ func (h nativeHost) read(collection string, key []byte, buf []byte) int32 {
 		copy(buf, d)
 	}
 	return int32(len(*p))
+}
+
+func (h nativeHost) field(name string) int32 {
+	f := h.n.imp.Field
+	if f == nil {
+		return -1
+	}
+	if s := f([]byte(name)); s >= 0 && s < abi.MaxIndexedFields {
+		return int32(s)
+	}
+	return -1
+}
+
+// The batch whose handler runs (Batch.call) is the current one (currentBatch) only while no other
+// Native runs a batch: a JSONFields reads the current batch's event, which another goroutine's
+// handler must not do while the batch's own goroutine moves it on.
+var (
+	running atomic.Int32          // batches whose handler runs
+	current atomic.Pointer[Batch] // the batch that started while no other ran, while it runs
+)
+
+func enter(b *Batch) {
+	if running.Add(1) == 1 {
+		current.Store(b)
+	}
+}
+
+func leave(b *Batch) {
+	current.CompareAndSwap(b, nil) // before the count: a Native then alone finds no other's batch
+	running.Add(-1)
+}
+
+// currentBatch returns the batch whose handler runs on this goroutine when it is the only one
+// running, else nil.
+func currentBatch() *Batch {
+	if running.Load() != 1 {
+		return nil
+	}
+	return current.Load()
 }

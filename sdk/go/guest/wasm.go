@@ -11,9 +11,10 @@ import (
 // The instance's single handler and batch state: the host never enters an instance concurrently.
 var (
 	handler Handler
-	state   = Batch{h: wasmHost{}}
-	inBuf   []byte // the buffer projhost_alloc handed out; kept alive here
-	outBuf  []byte // the last output; kept alive until the next call
+	state   = Batch{h: wasmHost{}, regGen: 1} // an instance registers fields with its one host
+	current *Batch                            // &state during the handler's call, else nil
+	inBuf   []byte                            // the buffer projhost_alloc handed out; kept alive here
+	outBuf  []byte                            // the last output; kept alive until the next call
 )
 
 // Handle registers h as the instance's handler. Call it once, from an init function of package
@@ -29,6 +30,14 @@ func hostFail(ptr unsafe.Pointer, n uint32)
 //go:wasmimport projhost read
 func hostRead(collPtr unsafe.Pointer, collLen uint32, keyPtr unsafe.Pointer, keyLen uint32, bufPtr unsafe.Pointer, bufCap uint32) int32
 
+//go:wasmimport projhost field
+func hostField(namePtr unsafe.Pointer, nameLen uint32) int32
+
+// enter, leave and currentBatch track the batch whose handler is running (Batch.call).
+func enter(b *Batch)       { current = b }
+func leave(*Batch)         { current = nil }
+func currentBatch() *Batch { return current }
+
 type wasmHost struct{}
 
 func (wasmHost) log(level Level, msg string) {
@@ -42,6 +51,10 @@ func (wasmHost) read(collection string, key []byte, buf []byte) int32 {
 	return hostRead(unsafe.Pointer(unsafe.StringData(collection)), uint32(len(collection)),
 		unsafe.Pointer(unsafe.SliceData(key)), uint32(len(key)),
 		unsafe.Pointer(unsafe.SliceData(buf)), uint32(len(buf)))
+}
+
+func (wasmHost) field(name string) int32 {
+	return hostField(unsafe.Pointer(unsafe.StringData(name)), uint32(len(name)))
 }
 
 func fail(msg string) {

@@ -36,7 +36,25 @@ const (
 	MaxMessageLen      = 4096 // log and fail messages
 	MaxOutputMutations = 50000
 	MaxOutputBytes     = 32 << 20
+	// MaxIndexedFields is how many fields one instance may register with the field import
+	// for the batch field index (ABI.md §2.1), and MaxFieldNameLen the longest name (bytes).
+	MaxIndexedFields = 64
+	MaxFieldNameLen  = 255
 )
+
+// Batch flags (ABI.md §2).
+const (
+	FlagFieldIndex = 1 // the events carry a field index (ABI.md §2.1)
+)
+
+// FieldAbsent is the offset of a field index entry whose field the event does not have.
+const FieldAbsent = 0xFFFFFFFF
+
+// fieldEscaped is the bit of an index entry's length set for a string value with an escape.
+const fieldEscaped = 1 << 31
+
+// FieldEntryLen is the size of one field index entry: u32 offset, u32 length (ABI.md §2.1).
+const FieldEntryLen = 8
 
 // Log levels of the log import.
 const (
@@ -62,6 +80,36 @@ type Event struct {
 	PartitionKey []byte
 	ArrivalMs    int64 // approximate arrival time, ms since the Unix epoch (0 = unknown)
 	Data         []byte
+	// Index is the event's field index as encoded (ABI.md §2.1): one FieldEntryLen-byte entry
+	// per indexed field (AppendFieldEntry, FieldEntry); nil when the data is not indexed.
+	Index []byte
+}
+
+// AppendFieldEntry appends the field index entry of a value at data[start:end] to dst (escaped:
+// a string value with a backslash escape), or of an absent field when start < 0.
+func AppendFieldEntry(dst []byte, start, end int, escaped bool) []byte {
+	if start < 0 {
+		dst = binary.LittleEndian.AppendUint32(dst, FieldAbsent)
+		return binary.LittleEndian.AppendUint32(dst, 0)
+	}
+	n := uint32(end - start)
+	if escaped {
+		n |= fieldEscaped
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(start))
+	return binary.LittleEndian.AppendUint32(dst, n)
+}
+
+// FieldEntry decodes entry i of an event's field index: its value is data[start:end], escaped
+// when it is a string with a backslash escape; ok is false when the field is absent. The
+// decoder (BatchReader) has checked that every present value lies within the event's data.
+func FieldEntry(index []byte, i int) (start, end int, escaped, ok bool) {
+	e := index[i*FieldEntryLen:]
+	off, n := binary.LittleEndian.Uint32(e), binary.LittleEndian.Uint32(e[4:])
+	if off == FieldAbsent {
+		return 0, 0, false, false
+	}
+	return int(off), int(off) + int(n&^fieldEscaped), n&fieldEscaped != 0, true
 }
 
 // Mutation is one read-model write. Doc is nil for OpDelete.
@@ -88,17 +136,37 @@ func CheckEvent(e *Event) error {
 	return nil
 }
 
-// AppendBatch appends the encoding of a batch (ABI.md §2) to dst. It returns an error wrapping
-// ErrMalformed when an event or the shard id exceeds an ABI limit; dst is then unspecified.
+// AppendBatch appends the encoding of a batch (ABI.md §2) without a field index to dst. It
+// returns an error wrapping ErrMalformed when an event or the shard id exceeds an ABI limit; dst
+// is then unspecified.
 func AppendBatch(dst []byte, shardID string, events []Event) ([]byte, error) {
+	return AppendIndexedBatch(dst, shardID, events, 0)
+}
+
+// AppendIndexedBatch appends the encoding of a batch whose events carry a field index of fields
+// fields (ABI.md §2.1; 0 to MaxIndexedFields, 0 meaning no index, as AppendBatch): each event's
+// Index is nil (not indexed) or fields entries (fields*FieldEntryLen bytes) whose values lie
+// within its data. Errors wrap ErrMalformed; dst is then unspecified. The host encodes the
+// batches a guest gets; the SDK's tests use this one.
+func AppendIndexedBatch(dst []byte, shardID string, events []Event, fields int) ([]byte, error) {
 	if len(shardID) > MaxShardIDLen {
 		return dst, fmt.Errorf("%w: shard id of %d bytes exceeds %d", ErrMalformed, len(shardID), MaxShardIDLen)
 	}
+	if fields < 0 || fields > MaxIndexedFields {
+		return dst, fmt.Errorf("%w: %d indexed fields, want 0 to %d", ErrMalformed, fields, MaxIndexedFields)
+	}
+	var flags uint32
+	if fields > 0 {
+		flags |= FlagFieldIndex
+	}
 	dst = binary.LittleEndian.AppendUint32(dst, Version)
-	dst = binary.LittleEndian.AppendUint32(dst, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, flags)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(events)))
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(shardID)))
 	dst = append(dst, shardID...)
+	if fields > 0 {
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(fields))
+	}
 	for i := range events {
 		e := &events[i]
 		if err := CheckEvent(e); err != nil {
@@ -111,8 +179,42 @@ func AppendBatch(dst []byte, shardID string, events []Event) ([]byte, error) {
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(e.ArrivalMs))
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(e.Data)))
 		dst = append(dst, e.Data...)
+		if fields == 0 {
+			continue
+		}
+		if e.Index == nil {
+			dst = append(dst, 0)
+			continue
+		}
+		if err := checkIndex(e.Index, fields, len(e.Data)); err != nil {
+			return dst, fmt.Errorf("event %d: %w", i, err)
+		}
+		dst = append(dst, 1)
+		dst = append(dst, e.Index...)
 	}
 	return dst, nil
+}
+
+// checkIndex returns an error wrapping ErrMalformed unless index is fields entries whose values
+// lie within data of n bytes.
+func checkIndex(index []byte, fields, n int) error {
+	if len(index) != fields*FieldEntryLen {
+		return fmt.Errorf("%w: field index of %d bytes, want %d fields of %d", ErrMalformed, len(index), fields, FieldEntryLen)
+	}
+	for f := 0; f < fields; f++ {
+		e := index[f*FieldEntryLen:]
+		off, l := binary.LittleEndian.Uint32(e), binary.LittleEndian.Uint32(e[4:])
+		if off == FieldAbsent {
+			if l != 0 {
+				return fmt.Errorf("%w: field index entry %d: an absent field with length %d", ErrMalformed, f, l)
+			}
+			continue
+		}
+		if l&^fieldEscaped == 0 || uint64(off)+uint64(l&^fieldEscaped) > uint64(n) {
+			return fmt.Errorf("%w: field index entry %d: value %d+%d outside the %d bytes of data", ErrMalformed, f, off, l&^fieldEscaped, n)
+		}
+	}
+	return nil
 }
 
 // BatchReader iterates over an encoded batch without allocating:
@@ -125,6 +227,7 @@ type BatchReader struct {
 	off     int
 	left    uint32
 	count   uint32
+	fields  int // indexed fields (ABI.md §2.1); 0: no index
 	shardID []byte
 	err     error
 }
@@ -146,6 +249,16 @@ func NewBatchReader(buf []byte) (BatchReader, error) {
 	r.shardID = buf[batchHeaderLen : batchHeaderLen+sl]
 	r.buf = buf
 	r.off = batchHeaderLen + sl
+	if binary.LittleEndian.Uint32(buf[4:])&FlagFieldIndex != 0 {
+		if len(buf)-r.off < 2 {
+			return BatchReader{}, fmt.Errorf("%w: field index count truncated", ErrMalformed)
+		}
+		r.fields = int(binary.LittleEndian.Uint16(buf[r.off:]))
+		if r.fields == 0 || r.fields > MaxIndexedFields {
+			return BatchReader{}, fmt.Errorf("%w: %d indexed fields, want 1 to %d", ErrMalformed, r.fields, MaxIndexedFields)
+		}
+		r.off += 2
+	}
 	r.left = r.count
 	return r, nil
 }
@@ -155,6 +268,10 @@ func (r *BatchReader) ShardID() []byte { return r.shardID }
 
 // Len returns the number of events the header declares.
 func (r *BatchReader) Len() int { return int(r.count) }
+
+// Fields returns the number of fields the batch's field index covers (ABI.md §2.1): slots 0 to
+// Fields()-1; 0 when the batch has no index.
+func (r *BatchReader) Fields() int { return r.fields }
 
 // Next decodes the next event into e and reports whether there was one. After it returns false,
 // Err reports whether the batch ended cleanly.
@@ -186,7 +303,34 @@ func (r *BatchReader) Next(e *Event) bool {
 	}
 	e.Data = r.buf[r.off : r.off+int(dl)]
 	r.off += int(dl)
+	e.Index = nil
+	if r.fields != 0 && !r.readIndex(e) {
+		return false
+	}
 	r.left--
+	return true
+}
+
+// readIndex reads the field index of e, whose data ends at r.off (ABI.md §2.1), checking it as
+// checkIndex does; outside Next, which stays small.
+func (r *BatchReader) readIndex(e *Event) bool {
+	if r.off >= len(r.buf) || r.buf[r.off] > 1 {
+		return r.fail("field index flag")
+	}
+	r.off++
+	if r.buf[r.off-1] == 0 {
+		return true
+	}
+	n := r.fields * FieldEntryLen
+	if len(r.buf)-r.off < n {
+		return r.fail("field index")
+	}
+	e.Index = r.buf[r.off : r.off+n]
+	if err := checkIndex(e.Index, r.fields, len(e.Data)); err != nil {
+		r.err = fmt.Errorf("event %d: %w", r.count-r.left, err)
+		return false
+	}
+	r.off += n
 	return true
 }
 

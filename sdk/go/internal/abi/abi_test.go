@@ -21,16 +21,21 @@ func sampleEvents() []Event {
 }
 
 func decodeAll(buf []byte) (string, []Event, error) {
+	shard, evs, _, err := decodeIndexed(buf)
+	return shard, evs, err
+}
+
+// decodeIndexed is decodeAll with the number of fields of the batch's field index.
+func decodeIndexed(buf []byte) (shard string, evs []Event, fields int, err error) {
 	r, err := NewBatchReader(buf)
 	if err != nil {
-		return "", nil, err
+		return "", nil, 0, err
 	}
-	var evs []Event
 	var e Event
 	for r.Next(&e) {
 		evs = append(evs, e)
 	}
-	return string(r.ShardID()), evs, r.Err()
+	return string(r.ShardID()), evs, r.Fields(), r.Err()
 }
 
 func wantMalformed(t *testing.T, err error, msg string) {
@@ -73,6 +78,83 @@ func TestBatchRoundTrip(t *testing.T) {
 			evs[i].ArrivalMs != got[i].ArrivalMs || string(evs[i].Data) != string(got[i].Data) {
 			t.Errorf("event %d: got %+v, want %+v", i, got[i], evs[i])
 		}
+	}
+}
+
+func TestIndexedBatchRoundTrip(t *testing.T) {
+	evs := []Event{
+		{Seq: []byte("1"), PartitionKey: []byte("DTW"), Data: []byte(`{"delay":66,"origin":"D\u0054W"}`)},
+		{Seq: []byte("2"), Data: []byte(`not JSON`)},
+		{Seq: []byte("3"), Data: []byte(`{"delay":-5}`)},
+	}
+	evs[0].Index = AppendFieldEntry(AppendFieldEntry(nil, 9, 11, false), 20, 30, true) // 66, "D\u0054W"
+	evs[2].Index = AppendFieldEntry(AppendFieldEntry(nil, 9, 11, false), -1, 0, false) // -5, no "origin"
+	buf, err := AppendIndexedBatch(nil, "s7", evs, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The header and the first event's index, byte by byte (ABI.md §2).
+	if got := binary.LittleEndian.Uint32(buf[4:]); got != FlagFieldIndex {
+		t.Errorf("flags = %d, want %d", got, FlagFieldIndex)
+	}
+	if got := binary.LittleEndian.Uint16(buf[16:]); got != 2 {
+		t.Errorf("field count = %d, want 2", got)
+	}
+	first := 18 + 2 + 1 + 2 + 3 + 8 + 4 + len(evs[0].Data) // header, shard, seq, key, arrival, data
+	want := []byte{1, 9, 0, 0, 0, 2, 0, 0, 0, 20, 0, 0, 0, 10, 0, 0, 0x80, 1}
+	if !bytes.Equal(buf[first:first+18], want) {
+		t.Fatalf("first event's index % x, want % x (then the next seq length)", buf[first:first+18], want)
+	}
+	shard, got, fields, err := decodeIndexed(buf)
+	if err != nil || shard != "s7" || fields != 2 || len(got) != len(evs) {
+		t.Fatalf("decode: shard %q, %d fields, %d events, %v", shard, fields, len(got), err)
+	}
+	for i := range evs {
+		if string(got[i].Seq) != string(evs[i].Seq) || string(got[i].Data) != string(evs[i].Data) ||
+			!bytes.Equal(got[i].Index, evs[i].Index) || (got[i].Index == nil) != (evs[i].Index == nil) {
+			t.Errorf("event %d: got %q %q % x, want %q %q % x", i, got[i].Seq, got[i].Data, got[i].Index, evs[i].Seq, evs[i].Data, evs[i].Index)
+		}
+	}
+	for _, c := range []struct {
+		ev, field       int
+		start, end      int
+		escaped, exists bool
+	}{{0, 0, 9, 11, false, true}, {0, 1, 20, 30, true, true}, {2, 0, 9, 11, false, true}, {2, 1, 0, 0, false, false}} {
+		start, end, escaped, ok := FieldEntry(got[c.ev].Index, c.field)
+		if start != c.start || end != c.end || escaped != c.escaped || ok != c.exists {
+			t.Errorf("event %d field %d: FieldEntry = %d, %d, %v, %v; want %d, %d, %v, %v",
+				c.ev, c.field, start, end, escaped, ok, c.start, c.end, c.escaped, c.exists)
+		}
+	}
+	// Without the flag, the same events encode as AppendBatch encodes them, and decode without
+	// their index.
+	plain, _ := AppendBatch(nil, "s7", evs)
+	if noIndex, _ := AppendIndexedBatch(nil, "s7", evs, 0); !bytes.Equal(noIndex, plain) {
+		t.Errorf("AppendIndexedBatch with 0 fields differs from AppendBatch")
+	}
+	if _, got, fields, err := decodeIndexed(plain); err != nil || fields != 0 || got[0].Index != nil {
+		t.Errorf("batch without index: %d fields, index % x, %v", fields, got[0].Index, err)
+	}
+}
+
+func TestAppendIndexedBatchRejects(t *testing.T) {
+	data := []byte(`{"a":1}`)
+	for _, c := range []struct {
+		name   string
+		fields int
+		index  []byte
+		msg    string
+	}{
+		{"65 fields", 65, nil, "65 indexed fields, want 0 to 64"},
+		{"short entries", 2, AppendFieldEntry(nil, 5, 6, false), "event 0: wasmabi: malformed encoding: field index of 8 bytes, want 2 fields of 8"},
+		{"empty entries", 1, []byte{}, "event 0: wasmabi: malformed encoding: field index of 0 bytes"},
+		{"value past the data", 1, AppendFieldEntry(nil, 5, 8, false), "field index entry 0: value 5+3 outside the 7 bytes of data"},
+		{"empty value", 1, AppendFieldEntry(nil, 5, 5, true), "field index entry 0: value 5+0 outside"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := AppendIndexedBatch(nil, "s", []Event{{Seq: []byte("1"), Data: data, Index: c.index}}, c.fields)
+			wantMalformed(t, err, c.msg)
+		})
 	}
 }
 
@@ -128,6 +210,56 @@ func TestBatchReaderRejects(t *testing.T) {
 		{"trailing", append(append([]byte(nil), good...), 0), "1 trailing bytes"},
 		{"count too high", bad(func(b []byte) []byte { b[8] = 2; return b }), "event 1: sequence number truncated"},
 		{"key over 1024 bytes", longKey, "event 0: partition key truncated or too long"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := decodeAll(c.in)
+			wantMalformed(t, err, c.msg)
+		})
+	}
+}
+
+func TestBatchReaderRejectsIndex(t *testing.T) {
+	data := []byte(`{"a":1,"b":"x"}`) // 15 bytes: "a" at 5 (1 byte), "b" at 11 (3 bytes)
+	evs := []Event{{Seq: []byte("1"), Data: data, Index: AppendFieldEntry(AppendFieldEntry(nil, 5, 6, false), 11, 14, false)}, {Seq: []byte("1"), Data: data}}
+	good, err := AppendIndexedBatch(nil, "s", evs, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := decodeAll(good); err != nil {
+		t.Fatalf("good batch: %v", err)
+	}
+	flag := 15 + 2 + 3 + 2 + 8 + 4 + len(data) // header and shard, field count, seq, key, arrival, data
+	patched := func(at int, v uint32, size int) []byte {
+		b := append([]byte(nil), good...)
+		switch size {
+		case 1:
+			b[at] = byte(v)
+		case 2:
+			binary.LittleEndian.PutUint16(b[at:], uint16(v))
+		default:
+			binary.LittleEndian.PutUint32(b[at:], v)
+		}
+		return b
+	}
+	entry := func(f int) int { return flag + 1 + 8*f } // event 0's entry of field f
+	for _, c := range []struct {
+		name string
+		in   []byte
+		msg  string
+	}{
+		{"no field count", good[:15], "field index count truncated"},
+		{"0 fields", patched(15, 0, 2), "0 indexed fields, want 1 to 64"},
+		{"65 fields", patched(15, 65, 2), "65 indexed fields, want 1 to 64"},
+		{"more fields than entries", patched(15, 3, 2), "event 0: wasmabi: malformed encoding: field index entry 2: value 3211265+0 outside"}, // the next event's bytes
+		{"index flag 2", patched(flag, 2, 1), "event 0: field index flag truncated or too long"},
+		{"truncated flag", good[:flag], "event 0: field index flag truncated"},
+		{"truncated entries", good[:flag+9], "event 0: field index truncated"},
+		{"value past the data", patched(entry(1)+4, 5, 4), "event 0: wasmabi: malformed encoding: field index entry 1: value 11+5 outside the 15 bytes of data"},
+		{"offset past the data", patched(entry(0), 15, 4), "field index entry 0: value 15+1 outside"},
+		{"empty value", patched(entry(0)+4, 0, 4), "field index entry 0: value 5+0 outside"},
+		{"empty escaped value", patched(entry(0)+4, fieldEscaped, 4), "field index entry 0: value 5+0 outside"},
+		{"the escape flag is not length", patched(entry(1)+4, fieldEscaped|5, 4), "field index entry 1: value 11+5 outside"},
+		{"absent with a length", patched(entry(0), FieldAbsent, 4), "field index entry 0: an absent field with length 1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := decodeAll(c.in)
@@ -234,22 +366,44 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add(good)
 	f.Add(good[:20])
 	f.Add([]byte{})
+	indexed, _ := AppendIndexedBatch(nil, "shard", []Event{
+		{Seq: []byte("1"), Data: []byte(`{"a":1,"b":"\n"}`), Index: AppendFieldEntry(AppendFieldEntry(nil, 5, 6, false), 11, 15, true)},
+		{Seq: []byte("2"), Data: []byte(`[]`)},
+		{Seq: []byte("3"), Data: []byte(`{"b":"x"}`), Index: AppendFieldEntry(AppendFieldEntry(nil, -1, 0, false), 5, 8, false)},
+	}, 2)
+	f.Add(indexed)
+	f.Add(indexed[:40])
 	f.Fuzz(func(t *testing.T, in []byte) {
-		shard, evs, err := decodeAll(in)
+		shard, evs, fields, err := decodeIndexed(in)
 		if err != nil {
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("error %v does not wrap ErrMalformed", err)
 			}
 			return
 		}
+		// A decoded index has an entry per field, whose value is not empty and lies within its
+		// event's data.
+		for i, e := range evs {
+			if e.Index == nil {
+				continue
+			}
+			if len(e.Index) != FieldEntryLen*fields {
+				t.Fatalf("event %d: index of %d bytes for %d fields", i, len(e.Index), fields)
+			}
+			for j := range fields {
+				if start, end, _, ok := FieldEntry(e.Index, j); ok && (start >= end || end > len(e.Data)) {
+					t.Fatalf("event %d: field %d at %d:%d: empty or past %d bytes of data", i, j, start, end, len(e.Data))
+				}
+			}
+		}
 		// A batch that decodes re-encodes to the same bytes, but for the reserved flags
 		// (ignored by readers, written as 0).
-		out, err := AppendBatch(nil, shard, evs)
+		out, err := AppendIndexedBatch(nil, shard, evs, fields)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := append([]byte(nil), in...)
-		copy(want[4:8], []byte{0, 0, 0, 0})
+		binary.LittleEndian.PutUint32(want[4:], binary.LittleEndian.Uint32(in[4:])&FlagFieldIndex)
 		if !bytes.Equal(want, out) {
 			t.Fatalf("re-encoded %x, want %x", out, want)
 		}
