@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -527,6 +528,60 @@ func TestFieldIndexRegistration(t *testing.T) {
 	}
 	if h.calls["late"] != 1 {
 		t.Errorf("late registered %d times, want once", h.calls["late"])
+	}
+}
+
+// TestFieldIndexManyNames: a handler reading more names than the host indexes (64) registers
+// each once; the host refuses those past its limit, which are scanned ever after; and the
+// library's table of names grows past its first size without losing a slot (a lying entry for
+// the first name registered still changes its answer).
+func TestFieldIndexManyNames(t *testing.T) {
+	h := newIndexHost(t, "as-indexprobe")
+	o := guest.NewObject(nil)
+	o.Int("delay", 66).Int("distance", 1750).Str("origin", "DTW")
+	for i := range 70 {
+		o.Int(fmt.Sprintf("m%02d", i), int64(i*3))
+	}
+	data := string(o.Bytes())
+	evs := append(indexEvents("p", data), indexEvents("many", data)...)
+	evs[1].Seq = []byte("2")
+	if _, msg := h.handle(t, indexedBatch(t, evs, 0, nil)); msg != "" {
+		t.Fatal(msg)
+	}
+	if len(h.names) != wasmabi.MaxIndexedFields {
+		t.Fatalf("%d names registered, want the host's limit %d", len(h.names), wasmabi.MaxIndexedFields)
+	}
+	var want strings.Builder
+	for i := range 70 {
+		fmt.Fprintf(&want, "%d,", i*3)
+	}
+	for run := range 2 {
+		idx := indexAll(t, evs, h.names)
+		if run == 1 {
+			idx[1][0] = span{uint32(strings.Index(data, "1750")), 4} // a lie: slot 0 ("delay") at distance's value
+		}
+		docs, msg := h.handle(t, indexedBatch(t, evs, len(h.names), idx))
+		if msg != "" {
+			t.Fatal(msg)
+		}
+		r := answers(t, docs)
+		checkProbe(t, []byte(data), r["1"])
+		g := strings.Split(r["2"], "\x1d")
+		if got := g[len(probeNames)]; got != want.String() {
+			t.Errorf("run %d: m00..m69 = %q, want %q", run, got, want.String())
+		}
+		delay := strings.Split(g[0], "\x1e")[1]
+		if wantDelay := map[int]string{0: "66", 1: "1750"}[run]; delay != wantDelay {
+			t.Errorf("run %d: getInt(delay) = %s, want %s", run, delay, wantDelay)
+		}
+	}
+	for name, n := range h.calls {
+		if n != 1 {
+			t.Errorf("%q asked for %d times, want once", name, n)
+		}
+	}
+	if len(h.calls) != len(probeNames)-1+1+70 { // the probe's names but "", "dyn", m00..m69
+		t.Errorf("%d names asked for, want %d", len(h.calls), len(probeNames)-1+1+70)
 	}
 }
 

@@ -317,9 +317,11 @@ function addrSlot(addrs: StaticArray<usize>, a: usize): i32 {
 // slot in the host's field index (ABI.md §2.1) in rnSlots: SLOT_ASK until an event reader
 // registers it, then the host's answer, SLOT_NONE when it refused. Other ASCII names are
 // encoded per lookup into nameBytes.
-let rnAddrs = new StaticArray<usize>(64);
-let rnOffs = new StaticArray<i32>(64);
-let rnSlots = new StaticArray<i32>(64);
+// 128 slots at first: a handler's few names then rarely share a first slot (a name that does is
+// found by a call, at every lookup).
+let rnAddrs = new StaticArray<usize>(128);
+let rnOffs = new StaticArray<i32>(128);
+let rnSlots = new StaticArray<i32>(128);
 let rnCount = 0;
 let rnBuf = new ArrayBuffer(512);
 let rnLen = 0;
@@ -1170,9 +1172,9 @@ const HEX = "0123456789abcdef";
  */
 // JsonWriter's encodings of static-string keys: an open-addressing table by the string's
 // address (0: empty) of offsets and lengths in skBuf, which holds each key as ,"key":.
-let skAddrs = new StaticArray<usize>(32);
-let skOffs = new StaticArray<i32>(32);
-let skLens = new StaticArray<i32>(32);
+let skAddrs = new StaticArray<usize>(64); // few keys share a first slot (see rnAddrs)
+let skOffs = new StaticArray<i32>(64);
+let skLens = new StaticArray<i32>(64);
 let skBuf = new ArrayBuffer(256);
 let skLen: i32 = 0;
 let skCount: i32 = 0;
@@ -1268,7 +1270,8 @@ export class JsonWriter {
   /** Makes room for n more bytes (reserve's rare path, kept out of line). */
   private grow(n: i32): void { this.buf = grownBuffer(this.buf, this.len, this.len + n); }
 
-  private byte(c: u32): void {
+  // @ts-ignore: decorator
+  @inline private byte(c: u32): void {
     store<u8>(this.reserve(1), c);
     this.len++;
   }
@@ -1285,7 +1288,8 @@ export class JsonWriter {
     if (kp < __heap_base) {
       // A string of the module's static data (a literal) never changes or moves: its encoding
       // (,"k":) is made once, then copied.
-      const i = this.staticKey(kp);
+      let i = addrHome(kp, skAddrs.length - 1); // a hit at its first slot, inline
+      if (unchecked(skAddrs[i]) != kp) i = this.staticKey(kp);
       const first = <i32>(this.fields == 0); // no comma before the first field
       const n = unchecked(skLens[i]) - first;
       memory.copy(this.reserve(n), changetype<usize>(skBuf) + <usize>(unchecked(skOffs[i]) + first), n);

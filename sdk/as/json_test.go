@@ -297,12 +297,12 @@ func TestWriterAgreesWithGo(t *testing.T) {
 func TestReaderLiteralNamesAgreeWithGo(t *testing.T) {
 	p := newProbe(t)
 	names := []string{"\"q\\u", "ключ", "tab\t", "😀", "", "a", "abcdefg", "abcdefgh", "abcdefghi", "destination_airport"}
-	for i := range 40 {
+	for i := range 70 {
 		names = append(names, fmt.Sprintf("k%02d", i))
 	}
 	objects := []string{`{}`, `{"k00":1}`, `{"abcdefgh":8,"abcdefghi":9,"abcdefg":7}`,
 		`{"abcdefgX":1,"abcdefgX":2,"abcdefghX":3,"Xbcdefgh":4,"destination_airporT":5,"k40":6}`,
-		`{"a":1}`, `{"a" : 1 , "":2}`, `{"destination_airport":19}`, `{"k39":39,"k00":0}`}
+		`{"a":1}`, `{"a" : 1 , "":2}`, `{"destination_airport":19}`, `{"k39":39,"k00":0}`, `{"k69":69,"k64":64}`}
 	all := guest.NewObject(nil)
 	for i, n := range names {
 		all.Int(n, int64(i*7-3))

@@ -8,6 +8,8 @@
 // (\x1d). Then, in this order:
 //   - when the partition key is "late", the field "late" (a name the handler reads first in the
 //     middle of a batch);
+//   - when the partition key is "many", getInt of m00..m69 (more names than the host indexes,
+//     and than the library's first table of names holds), each "v," or "-1,";
 //   - when the event has a string field "dyn", the field named by its value (a name built at
 //     run time: never indexed);
 //   - every name again, getText then getInt (records and views are reused within an event);
@@ -36,6 +38,81 @@ function probe(j: JsonReader, name: string): string {
   return r;
 }
 
+function many(j: JsonReader): string {
+  let r = "";
+  r += j.getInt("m00", -1).toString() + ",";
+  r += j.getInt("m01", -1).toString() + ",";
+  r += j.getInt("m02", -1).toString() + ",";
+  r += j.getInt("m03", -1).toString() + ",";
+  r += j.getInt("m04", -1).toString() + ",";
+  r += j.getInt("m05", -1).toString() + ",";
+  r += j.getInt("m06", -1).toString() + ",";
+  r += j.getInt("m07", -1).toString() + ",";
+  r += j.getInt("m08", -1).toString() + ",";
+  r += j.getInt("m09", -1).toString() + ",";
+  r += j.getInt("m10", -1).toString() + ",";
+  r += j.getInt("m11", -1).toString() + ",";
+  r += j.getInt("m12", -1).toString() + ",";
+  r += j.getInt("m13", -1).toString() + ",";
+  r += j.getInt("m14", -1).toString() + ",";
+  r += j.getInt("m15", -1).toString() + ",";
+  r += j.getInt("m16", -1).toString() + ",";
+  r += j.getInt("m17", -1).toString() + ",";
+  r += j.getInt("m18", -1).toString() + ",";
+  r += j.getInt("m19", -1).toString() + ",";
+  r += j.getInt("m20", -1).toString() + ",";
+  r += j.getInt("m21", -1).toString() + ",";
+  r += j.getInt("m22", -1).toString() + ",";
+  r += j.getInt("m23", -1).toString() + ",";
+  r += j.getInt("m24", -1).toString() + ",";
+  r += j.getInt("m25", -1).toString() + ",";
+  r += j.getInt("m26", -1).toString() + ",";
+  r += j.getInt("m27", -1).toString() + ",";
+  r += j.getInt("m28", -1).toString() + ",";
+  r += j.getInt("m29", -1).toString() + ",";
+  r += j.getInt("m30", -1).toString() + ",";
+  r += j.getInt("m31", -1).toString() + ",";
+  r += j.getInt("m32", -1).toString() + ",";
+  r += j.getInt("m33", -1).toString() + ",";
+  r += j.getInt("m34", -1).toString() + ",";
+  r += j.getInt("m35", -1).toString() + ",";
+  r += j.getInt("m36", -1).toString() + ",";
+  r += j.getInt("m37", -1).toString() + ",";
+  r += j.getInt("m38", -1).toString() + ",";
+  r += j.getInt("m39", -1).toString() + ",";
+  r += j.getInt("m40", -1).toString() + ",";
+  r += j.getInt("m41", -1).toString() + ",";
+  r += j.getInt("m42", -1).toString() + ",";
+  r += j.getInt("m43", -1).toString() + ",";
+  r += j.getInt("m44", -1).toString() + ",";
+  r += j.getInt("m45", -1).toString() + ",";
+  r += j.getInt("m46", -1).toString() + ",";
+  r += j.getInt("m47", -1).toString() + ",";
+  r += j.getInt("m48", -1).toString() + ",";
+  r += j.getInt("m49", -1).toString() + ",";
+  r += j.getInt("m50", -1).toString() + ",";
+  r += j.getInt("m51", -1).toString() + ",";
+  r += j.getInt("m52", -1).toString() + ",";
+  r += j.getInt("m53", -1).toString() + ",";
+  r += j.getInt("m54", -1).toString() + ",";
+  r += j.getInt("m55", -1).toString() + ",";
+  r += j.getInt("m56", -1).toString() + ",";
+  r += j.getInt("m57", -1).toString() + ",";
+  r += j.getInt("m58", -1).toString() + ",";
+  r += j.getInt("m59", -1).toString() + ",";
+  r += j.getInt("m60", -1).toString() + ",";
+  r += j.getInt("m61", -1).toString() + ",";
+  r += j.getInt("m62", -1).toString() + ",";
+  r += j.getInt("m63", -1).toString() + ",";
+  r += j.getInt("m64", -1).toString() + ",";
+  r += j.getInt("m65", -1).toString() + ",";
+  r += j.getInt("m66", -1).toString() + ",";
+  r += j.getInt("m67", -1).toString() + ",";
+  r += j.getInt("m68", -1).toString() + ",";
+  r += j.getInt("m69", -1).toString() + ",";
+  return r;
+}
+
 function onBatch(b: Batch): string | null {
   while (b.next()) {
     const ev = b.event;
@@ -46,6 +123,7 @@ function onBatch(b: Batch): string | null {
       probe(j, "neg") + GS + probe(j, "flt") + GS + probe(j, "é") + GS + probe(j, "\"q") + GS +
       probe(j, "missing") + GS + probe(j, "");
     if (ev.key.equals("late")) r += GS + probe(j, "late");
+    if (ev.key.equals("many")) r += GS + many(j);
     const dyn = j.getString("dyn");
     if (dyn !== null) r += GS + probe(j, dyn);
     r += GS + j.getText("esc").toString() + RS + j.getText("origin").toString() + RS + j.getText("s").toString() +

@@ -145,7 +145,7 @@ export function writeLiterals(): void {
 }
 
 // readLiterals reads the object at 0..dl with string-literal names (JsonReader encodes a literal
-// name once, in a table that grows past 32 names; non-ASCII names take the slow path) and
+// name once, in a table that grows past 64 names; non-ASCII names take the slow path) and
 // returns "v," per name: its integer value, or x when not found. Each name is read twice, the
 // second time among the members already scanned.
 export function readLiterals(dl: i32): void {
@@ -203,6 +203,36 @@ export function readLiterals(dl: i32): void {
   v = r.getInt("k37", -1); out += (r.found ? v.toString() : "x") + ",";
   v = r.getInt("k38", -1); out += (r.found ? v.toString() : "x") + ",";
   v = r.getInt("k39", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k40", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k41", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k42", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k43", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k44", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k45", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k46", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k47", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k48", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k49", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k50", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k51", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k52", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k53", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k54", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k55", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k56", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k57", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k58", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k59", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k60", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k61", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k62", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k63", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k64", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k65", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k66", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k67", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k68", -1); out += (r.found ? v.toString() : "x") + ",";
+  v = r.getInt("k69", -1); out += (r.found ? v.toString() : "x") + ",";
   }
   result = String.UTF8.encode(out);
   found = true;
