@@ -338,11 +338,24 @@ let rnKeyLen: i32 = 0;
 // @ts-ignore: decorator
 @inline function readerName(s: string): bool {
   const kp = changetype<usize>(s);
-  if (kp < __heap_base) { // a hit at its first slot, inline
-    const i = addrHome(kp, rnAddrs.length - 1);
-    if (unchecked(rnAddrs[i]) == kp) return cachedName(i, s);
+  if (kp < __heap_base) { // a hit at its first or second slot, inline
+    const i = nameProbe(kp);
+    if (i >= 0) return cachedName(i, s);
   }
   return readerNameSlow(s);
+}
+
+/**
+ * The slot of rnAddrs holding address kp when it is kp's first or second (the usual place of a
+ * name whose first is taken), else -1.
+ */
+// @ts-ignore: decorator
+@inline function nameProbe(kp: usize): i32 {
+  const mask = rnAddrs.length - 1;
+  const i = addrHome(kp, mask);
+  if (unchecked(rnAddrs[i]) == kp) return i;
+  const j = (i + 1) & mask;
+  return unchecked(rnAddrs[j]) == kp ? j : -1;
 }
 
 /** readerName's result for s, cached in slot i. */
@@ -431,9 +444,8 @@ export function openFields(open: bool): void { fieldsOpen = open; }
  */
 // @ts-ignore: decorator
 @inline function nameSlot(s: string): i32 {
-  const kp = changetype<usize>(s);
-  let i = addrHome(kp, rnAddrs.length - 1);
-  if (unchecked(rnAddrs[i]) != kp) i = nameEntry(s);
+  let i = nameProbe(changetype<usize>(s));
+  if (i < 0) i = nameEntry(s);
   const slot = unchecked(rnSlots[i]);
   return slot != SLOT_ASK ? slot : registerName(i, s);
 }
