@@ -29,7 +29,8 @@
 // first (read-your-writes, ABI.md §5) and asks the host once per key and batch. A State's
 // documents are decoded at their first touch in a batch and encoded once, when the handler
 // returns. A handler returning a message fails the batch through the host's fail import; the host
-// keeps the instance. A trap or abort (e.g. an assertion) poisons the instance.
+// keeps the instance. A trap or abort (e.g. an assertion) poisons the instance. Event.json() reads
+// the fields it is asked for by literal name where the host's field index points (ABI.md §2.1).
 //
 // Strings: collection names and keys are AssemblyScript strings, sent to the host as UTF-8 (unpaired
 // surrogates become U+FFFD), or UTF-8 bytes (Bytes, Key, ArrayBuffer). Documents are JSON objects.
