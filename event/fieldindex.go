@@ -57,24 +57,35 @@ func indexFlat(doc []byte, names []string, spans []FieldSpan) bool {
 	if doc[1] == '}' {
 		return n == 2
 	}
-	var keys [maxFlatKeys][]byte
+	// The keys so far, for the duplicate check: start and length (keys of up to 255 bytes).
+	var ks [maxFlatKeys]int32
+	var kl [maxFlatKeys]uint8
 	nk := 0
 	i := 1
 	for {
 		if i >= n || doc[i] != '"' {
 			return false
 		}
-		j := plainEnd(doc, i+1)
-		if j >= n || doc[j] != '"' || j == i+1 || nk == maxFlatKeys {
+		j := i + 1
+		if j+8 <= n {
+			if m := notPlain(binary.LittleEndian.Uint64(doc[j:])); m != 0 {
+				j += bits.TrailingZeros64(m) >> 3
+			} else {
+				j = plainEnd(doc, j+8)
+			}
+		} else {
+			j = plainEnd(doc, j)
+		}
+		if j >= n || doc[j] != '"' || j == i+1 || j-i-1 > 255 || nk == maxFlatKeys {
 			return false
 		}
 		key := doc[i+1 : j]
-		for _, k := range keys[:nk] {
-			if string(k) == string(key) {
+		for x := range nk {
+			if int(kl[x]) == len(key) && string(doc[ks[x]:int(ks[x])+len(key)]) == string(key) {
 				return false
 			}
 		}
-		keys[nk] = key
+		ks[nk], kl[nk] = int32(i+1), uint8(len(key))
 		nk++
 		i = j + 1
 		if i+1 >= n || doc[i] != ':' {
@@ -84,7 +95,16 @@ func indexFlat(doc []byte, names []string, spans []FieldSpan) bool {
 		vs := i
 		switch c := doc[i]; {
 		case c == '"':
-			j = plainEnd(doc, i+1)
+			j = i + 1
+			if j+8 <= n {
+				if m := notPlain(binary.LittleEndian.Uint64(doc[j:])); m != 0 {
+					j += bits.TrailingZeros64(m) >> 3
+				} else {
+					j = plainEnd(doc, j+8)
+				}
+			} else {
+				j = plainEnd(doc, j)
+			}
 			if j >= n || doc[j] != '"' {
 				return false
 			}
@@ -150,13 +170,7 @@ func (s *docScanner) indexMember(k []byte, start, end int) {
 // len(doc)), eight bytes at a time.
 func plainEnd(doc []byte, i int) int {
 	for ; i+8 <= len(doc); i += 8 {
-		x := binary.LittleEndian.Uint64(doc[i:])
-		const ones, highs = 0x0101010101010101, 0x8080808080808080
-		q := x ^ (ones * '"')
-		bs := x ^ (ones * '\\')
-		// The high bit of each byte that is '"', '\\', below 0x20 or from 0x80; borrows make
-		// bits above the lowest unreliable, so only the lowest is used.
-		if m := ((q-ones)&^q | (bs-ones)&^bs | (x - ones*0x20) | x) & highs; m != 0 {
+		if m := notPlain(binary.LittleEndian.Uint64(doc[i:])); m != 0 {
 			return i + bits.TrailingZeros64(m)>>3
 		}
 	}
@@ -164,4 +178,15 @@ func plainEnd(doc []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// notPlain flags the bytes of x (eight bytes of a string, little-endian) that are not strPlain:
+// the lowest set bit is the high bit of the first '"', '\\', byte below 0x20 or byte from 0x80;
+// 0 when all eight are plain. Borrows make the bits above the lowest unreliable: use only the
+// lowest.
+func notPlain(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := x ^ (ones * '"')
+	bs := x ^ (ones * '\\')
+	return ((q-ones)&^q | (bs-ones)&^bs | (x - ones*0x20) | x) & highs
 }
