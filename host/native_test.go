@@ -298,3 +298,67 @@ func TestNativeFieldIndex(t *testing.T) {
 		t.Fatalf("the new guest: %d guests, fields %v, batches %q", len(made), made[1].fields, made[1].batches)
 	}
 }
+
+// docReader is a NativeGuest that registers "n" and "m" with the field import, then reads key
+// "a" of collection "c" with ReadIndexed into a buffer of size bufs[i] at its i-th batch, and
+// records what each call returned and wrote.
+type docReader struct {
+	bufs []int
+	got  []string
+}
+
+func (g *docReader) HandleBatch(_ []byte, imp NativeImports) ([]byte, string) {
+	i := len(g.got)
+	if i == 0 {
+		imp.Field([]byte("n"))
+		imp.Field([]byte("m"))
+	}
+	buf := make([]byte, g.bufs[i])
+	for j := range buf {
+		buf[j] = '.'
+	}
+	n := imp.ReadIndexed([]byte("c"), []byte("a"), buf)
+	g.got = append(g.got, fmt.Sprintf("%d %x", n, buf))
+	return nil, ""
+}
+
+// TestNativeReadIndexed: read_indexed writes the document and its index of the registered names
+// when the buffer holds both (ABI.md §2.2), nothing when it does not (the length tells how much
+// is needed), indexed = 0 for a document the host cannot index, -1 without a document.
+func TestNativeReadIndexed(t *testing.T) {
+	doc := `{"m":"x\"","n":12}` // m at 5 (len 5, escaped), n at 15 (len 2)
+	need := len(doc) + 3 + 2*8
+	g := &docReader{bufs: []int{need, need - 1, need + 2, need, need}}
+	m := NewNativeModule("docreader", func(string) NativeGuest { return g }, nil)
+	ctx := context.Background()
+	h := m.NewHandler("s1")
+	defer h.Close(ctx)
+	rm := NewMemReadModel()
+	rm.Apply([]event.Mutation{{Collection: "c", Key: "a", Doc: []byte(doc)}})
+	for b := 0; b < 3; b++ {
+		if _, err := h.Handle(ctx, evs("s1", 1+b, "k", "{}"), rm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rm.Apply([]event.Mutation{{Collection: "c", Key: "a", Doc: []byte(`[1]`)}}) // not indexable
+	if _, err := h.Handle(ctx, evs("s1", 4, "k", "{}"), rm); err != nil {
+		t.Fatal(err)
+	}
+	rm.Apply([]event.Mutation{{Collection: "c", Key: "a"}}) // nil Doc: a delete
+	if _, err := h.Handle(ctx, evs("s1", 5, "k", "{}"), rm); err != nil {
+		t.Fatal(err)
+	}
+	hexOf := func(s string) string { return fmt.Sprintf("%x", s) }
+	index := "0200" + "01" + "0f000000" + "02000000" + "05000000" + "05000080" // f=2, indexed; n, m
+	dots := func(k int) string { return hexOf(strings.Repeat(".", k)) }
+	want := []string{
+		fmt.Sprintf("%d %s%s", len(doc), hexOf(doc), index),
+		fmt.Sprintf("%d %s", len(doc), dots(need-1)),
+		fmt.Sprintf("%d %s%s%s", len(doc), hexOf(doc), index, dots(2)),
+		fmt.Sprintf("3 %s%s%s", hexOf("[1]"), "020000", dots(need-6)),
+		fmt.Sprintf("-1 %s", dots(need)),
+	}
+	if !reflect.DeepEqual(g.got, want) {
+		t.Fatalf("reads:\n%s\nwant\n%s", strings.Join(g.got, "\n"), strings.Join(want, "\n"))
+	}
+}
