@@ -44,9 +44,10 @@ func IndexFields(doc []byte, names []string, spans []FieldSpan) bool {
 const maxFlatKeys = 16
 
 // indexFlat is IndexFields for the common shape of events, in one tight pass: an object without
-// white space whose keys are plain ASCII (strPlain) and whose values are such strings, integers
-// of at most MaxNumberDigits digits, true, false or null, with at most maxFlatKeys keys. Such a
-// document follows the rule exactly when its keys are distinct. It returns true when doc has
+// white space whose keys are plain ASCII (strPlain) of 1 to 255 bytes (under MaxFieldNameBytes)
+// and whose values are such strings, integers of at most MaxNumberDigits digits, true, false or
+// null, with at most maxFlatKeys keys. Such a document follows the rule exactly when its keys
+// are distinct. It returns true when doc has
 // that shape (the spans are set) and false for anything else, valid or not, which the full
 // scanner then decides: false says nothing about doc.
 func indexFlat(doc []byte, names []string, spans []FieldSpan) bool {

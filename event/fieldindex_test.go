@@ -48,6 +48,9 @@ func TestIndexFields(t *testing.T) {
 		{"number out of range", `{"delay":1e200}`, false, nil},
 		{"too deep", `{"nested":` + strings.Repeat("[", 31) + strings.Repeat("]", 31) + `}`, false, nil},
 		{"empty", ``, false, nil},
+		{"longest key", `{"` + strings.Repeat("k", MaxFieldNameBytes) + `":1,"delay":2}`, true,
+			[]want{{text: "2"}, {}, {}, {}, {}}},
+		{"key too long", `{"` + strings.Repeat("k", MaxFieldNameBytes+1) + `":1,"delay":2}`, false, nil},
 	}
 	spans := make([]FieldSpan, len(names))
 	for _, tt := range tests {
