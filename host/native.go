@@ -56,7 +56,11 @@ type NativeRead func(collection, key, buf []byte) int
 // document rule, the output limits) into copied mutations, with the same errors. There is no
 // Runtime, sandbox, memory limit or deadline: the guest is trusted code in the host process
 // (the module reports itself trusted), and nothing interrupts a batch it does not return from.
-// MemorySize is 0. Close does nothing. newGuest must be safe for concurrent use.
+// MemorySize is 0. Close does nothing. newGuest must be safe for concurrent use, and must
+// return a new guest at every call: a Handler calls it at its first Handle and again after
+// discarding its guest, and the guest's field registrations (NativeImports.Field) belong to that
+// Handler and that guest's life, as an instance's do. A guest kept across calls (say, one
+// guest.Native shared by two Handlers) would read slots another Handler assigned to other names.
 func NewNativeModule(name string, newGuest func(shardID string) NativeGuest, logger *slog.Logger) *Module {
 	if logger == nil {
 		logger = slog.Default()
