@@ -13,7 +13,6 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
-	"github.com/projhost/projhost/event"
 	"github.com/projhost/projhost/wasmabi"
 )
 
@@ -55,8 +54,6 @@ func instantiateHostModules(ctx context.Context, rt wazero.Runtime) error {
 		WithParameterNames("coll_ptr", "coll_len", "key_ptr", "key_len", "buf_ptr", "buf_cap").Export(wasmabi.ImportRead).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostField), []api.ValueType{i32, i32}, []api.ValueType{i32}).
 		WithParameterNames("name_ptr", "name_len").Export(wasmabi.ImportField).
-		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostReadIndexed), []api.ValueType{i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}).
-		WithParameterNames("coll_ptr", "coll_len", "key_ptr", "key_len", "buf_ptr", "buf_cap").Export(wasmabi.ImportReadIndexed).
 		Instantiate(ctx)
 	if err != nil {
 		return fmt.Errorf("host: instantiating the projhost host module: %w", err)
@@ -144,50 +141,6 @@ func hostRead(ctx context.Context, mod api.Module, stack []uint64) {
 		copy(buf, doc)
 	}
 	stack[0] = api.EncodeU32(n)
-}
-
-// hostReadIndexed is projhost.read_indexed (ABI.md §1, §2.2): read, with the document's field
-// index after it when the buffer holds both.
-func hostReadIndexed(ctx context.Context, mod api.Module, stack []uint64) {
-	h := handlerOf(ctx)
-	if h == nil || !h.call.inHandle {
-		trap("projhost.read_indexed called outside projhost_handle")
-	}
-	coll := guestRange(mod, wasmabi.ImportReadIndexed, "collection", api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
-	key := guestRange(mod, wasmabi.ImportReadIndexed, "key", api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
-	bufPtr, bufCap := api.DecodeU32(stack[4]), api.DecodeU32(stack[5])
-	doc, found := h.readDoc(ctx, coll, key)
-	if !found {
-		stack[0] = api.EncodeI32(-1)
-		return
-	}
-	if need := uint64(len(doc)) + wasmabi.ReadIndexTrailer + wasmabi.FieldEntryLen*uint64(len(h.fields)); need <= uint64(bufCap) {
-		buf := guestRange(mod, wasmabi.ImportReadIndexed, "buffer", bufPtr, uint32(need))
-		h.docWithIndex(buf[:0], doc)
-	}
-	stack[0] = api.EncodeU32(uint32(len(doc)))
-}
-
-// docWithIndex appends doc and its field index for the registered names (ABI.md §2.2) to dst,
-// which must have room for them.
-func (h *Handler) docWithIndex(dst, doc []byte) []byte {
-	dst = append(dst, doc...)
-	nf := len(h.fields)
-	if nf == 0 {
-		return wasmabi.AppendDocIndex(dst, 0, nil)
-	}
-	if cap(h.fieldSpans) < nf {
-		h.fieldSpans = make([]event.FieldSpan, wasmabi.MaxIndexedFields)
-	}
-	spans := h.fieldSpans[:nf]
-	if !event.IndexFields(doc, h.fields, spans) {
-		return wasmabi.AppendDocIndex(dst, nf, nil)
-	}
-	dst = append(dst, byte(nf), byte(nf>>8), 1)
-	for _, sp := range spans {
-		dst = wasmabi.AppendFieldEntry(dst, sp.Start, sp.End, sp.Escaped)
-	}
-	return dst
 }
 
 // hostField is projhost.field (ABI.md §1, §2.1).

@@ -34,10 +34,6 @@ type NativeImports struct {
 	// refused (empty, over wasmabi.MaxFieldNameLen bytes, not UTF-8) or
 	// wasmabi.MaxIndexedFields names are registered. A new guest starts with none.
 	Field func(name []byte) int
-	// ReadIndexed is projhost.read_indexed (ABI.md §2.2): Read, writing after the document
-	// its field index for the registered names when buf holds both (len(doc) + 3 + 8 per
-	// registered name); the result is the document's length, or -1.
-	ReadIndexed NativeRead
 }
 
 // NativeRead is the projhost.read import of a NativeGuest (ABI.md §1, §5): it looks up the
@@ -113,7 +109,7 @@ func (h *Handler) runNative(ctx context.Context, first, last string) (out []byte
 		err = h.poison(ctx, ErrTrap, first, last, fmt.Sprintf("the native handler panicked: %v; it was discarded", p))
 	}()
 	if h.imports.Read == nil {
-		h.imports = NativeImports{Read: h.nativeRead, Field: h.nativeField, ReadIndexed: h.nativeReadIndexed}
+		h.imports = NativeImports{Read: h.nativeRead, Field: h.nativeField}
 	}
 	out, failMsg = h.native.HandleBatch(h.nbatch, h.imports)
 	return out, failMsg, nil
@@ -140,19 +136,4 @@ func (h *Handler) nativeField(name []byte) int {
 		panic("host: NativeImports.Field called outside HandleBatch")
 	}
 	return h.registerField(name)
-}
-
-// nativeReadIndexed is the ReadIndexed import of the handler's guest.
-func (h *Handler) nativeReadIndexed(collection, key, buf []byte) int {
-	if !h.call.inHandle {
-		panic("host: NativeImports.ReadIndexed called outside HandleBatch")
-	}
-	doc, found := h.readDoc(h.call.ctx, collection, key)
-	if !found {
-		return -1
-	}
-	if len(doc)+wasmabi.ReadIndexTrailer+wasmabi.FieldEntryLen*len(h.fields) <= len(buf) {
-		h.docWithIndex(buf[:0], doc)
-	}
-	return len(doc)
 }

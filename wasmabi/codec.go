@@ -34,13 +34,7 @@ const (
 	ImportFail       = "fail"
 	ImportRead       = "read"
 	ImportField      = "field"
-	// ImportReadIndexed is read with the document's field index (ABI.md §2.2).
-	ImportReadIndexed = "read_indexed"
 )
-
-// ReadIndexTrailer is the size of what read_indexed writes after a document besides its
-// entries: u16 field count, u8 indexed (ABI.md §2.2).
-const ReadIndexTrailer = 3
 
 // Limits of ABI v1, in bytes unless stated otherwise. Sources: Kinesis records are at most
 // 1 MiB (Amazon Kinesis Data Streams quotas); sequence numbers match the Kinesis API pattern
@@ -146,17 +140,6 @@ func AppendFieldEntry(dst []byte, start, end int, escaped bool) []byte {
 	}
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(start))
 	return binary.LittleEndian.AppendUint32(dst, n)
-}
-
-// AppendDocIndex appends what read_indexed writes after a document (ABI.md §2.2) to dst: the
-// field count, whether the document is indexed and, when it is, index (len(index) /
-// FieldEntryLen entries of fields). index nil: not indexed.
-func AppendDocIndex(dst []byte, fields int, index []byte) []byte {
-	dst = binary.LittleEndian.AppendUint16(dst, uint16(fields))
-	if index == nil {
-		return append(dst, 0)
-	}
-	return append(append(dst, 1), index...)
 }
 
 // FieldEntry decodes entry i of an event's field index: its value is data[start:end], escaped
