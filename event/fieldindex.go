@@ -67,6 +67,9 @@ func indexFlat(doc []byte, names []string, spans []FieldSpan) bool {
 		if i >= n || doc[i] != '"' {
 			return false
 		}
+		// The first eight bytes inline: most keys and strings fit, and a function doing this
+		// (over the inliner's budget) costs a call per key and value. The string value below
+		// repeats it for the same reason.
 		j := i + 1
 		if j+8 <= n {
 			if m := notPlain(binary.LittleEndian.Uint64(doc[j:])); m != 0 {
