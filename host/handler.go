@@ -375,33 +375,22 @@ func (h *Handler) indexEvents() int {
 		h.fieldSpans = make([]event.FieldSpan, wasmabi.MaxIndexedFields)
 	}
 	spans := h.fieldSpans[:nf]
-	h.fieldIndex = h.fieldIndex[:0]
-	// Offsets first: h.fieldIndex may grow while it is filled.
-	type at struct{ start, end int }
-	var ats [256]at
-	var where []at
-	if len(h.events) <= len(ats) {
-		where = ats[:len(h.events)]
-	} else {
-		where = make([]at, len(h.events))
+	// Room for every event's entries up front, so that the Index slices handed out stay valid.
+	if need := len(h.events) * nf * wasmabi.FieldEntryLen; cap(h.fieldIndex) < need {
+		h.fieldIndex = make([]byte, 0, need)
 	}
+	h.fieldIndex = h.fieldIndex[:0]
 	for i := range h.events {
-		if !event.IndexFields(h.events[i].Data, h.fields, spans) {
-			where[i] = at{-1, -1}
+		e := &h.events[i]
+		if !event.IndexFields(e.Data, h.fields, spans) {
+			e.Index = nil
 			continue
 		}
 		start := len(h.fieldIndex)
 		for _, sp := range spans {
 			h.fieldIndex = wasmabi.AppendFieldEntry(h.fieldIndex, sp.Start, sp.End, sp.Escaped)
 		}
-		where[i] = at{start, len(h.fieldIndex)}
-	}
-	for i := range h.events {
-		if w := where[i]; w.start >= 0 {
-			h.events[i].Index = h.fieldIndex[w.start:w.end:w.end]
-		} else {
-			h.events[i].Index = nil
-		}
+		e.Index = h.fieldIndex[start:len(h.fieldIndex):len(h.fieldIndex)]
 	}
 	return nf
 }
