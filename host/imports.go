@@ -54,6 +54,8 @@ func instantiateHostModules(ctx context.Context, rt wazero.Runtime) error {
 		WithParameterNames("coll_ptr", "coll_len", "key_ptr", "key_len", "buf_ptr", "buf_cap").Export(wasmabi.ImportRead).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostField), []api.ValueType{i32, i32}, []api.ValueType{i32}).
 		WithParameterNames("name_ptr", "name_len").Export(wasmabi.ImportField).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostReadKnown), []api.ValueType{i32, i32, i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}).
+		WithParameterNames("coll_ptr", "coll_len", "key_ptr", "key_len", "known_ptr", "known_len", "buf_ptr", "buf_cap").Export(wasmabi.ImportReadKnown).
 		Instantiate(ctx)
 	if err != nil {
 		return fmt.Errorf("host: instantiating the projhost host module: %w", err)
@@ -141,6 +143,33 @@ func hostRead(ctx context.Context, mod api.Module, stack []uint64) {
 		copy(buf, doc)
 	}
 	stack[0] = api.EncodeU32(n)
+}
+
+// hostReadKnown is projhost.read_known (ABI.md §1, §5.1): read, except that it returns
+// wasmabi.ReadUnchanged, copying nothing, when the document is byte-for-byte the guest's known
+// bytes.
+func hostReadKnown(ctx context.Context, mod api.Module, stack []uint64) {
+	h := handlerOf(ctx)
+	if h == nil || !h.call.inHandle {
+		trap("projhost.read_known called outside projhost_handle")
+	}
+	coll := guestRange(mod, wasmabi.ImportReadKnown, "collection", api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
+	key := guestRange(mod, wasmabi.ImportReadKnown, "key", api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
+	known := guestRange(mod, wasmabi.ImportReadKnown, "known document", api.DecodeU32(stack[4]), api.DecodeU32(stack[5]))
+	bufPtr, bufCap := api.DecodeU32(stack[6]), api.DecodeU32(stack[7])
+	doc, found := h.readDoc(ctx, coll, key)
+	switch {
+	case !found:
+		stack[0] = api.EncodeI32(-1)
+	case bytes.Equal(doc, known):
+		stack[0] = api.EncodeI32(wasmabi.ReadUnchanged)
+	default:
+		n := uint32(len(doc))
+		if n <= bufCap {
+			copy(guestRange(mod, wasmabi.ImportReadKnown, "buffer", bufPtr, n), doc)
+		}
+		stack[0] = api.EncodeU32(n)
+	}
 }
 
 // hostField is projhost.field (ABI.md §1, §2.1).

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -34,6 +35,9 @@ type NativeImports struct {
 	// refused (empty, over wasmabi.MaxFieldNameLen bytes, not UTF-8) or
 	// wasmabi.MaxIndexedFields names are registered. A new guest starts with none.
 	Field func(name []byte) int
+	// ReadKnown is projhost.read_known (ABI.md §5.1): Read, except that it returns
+	// wasmabi.ReadUnchanged, copying nothing, when the document is byte-for-byte known.
+	ReadKnown func(collection, key, known, buf []byte) int
 }
 
 // NativeRead is the projhost.read import of a NativeGuest (ABI.md §1, §5): it looks up the
@@ -109,7 +113,7 @@ func (h *Handler) runNative(ctx context.Context, first, last string) (out []byte
 		err = h.poison(ctx, ErrTrap, first, last, fmt.Sprintf("the native handler panicked: %v; it was discarded", p))
 	}()
 	if h.imports.Read == nil {
-		h.imports = NativeImports{Read: h.nativeRead, Field: h.nativeField}
+		h.imports = NativeImports{Read: h.nativeRead, Field: h.nativeField, ReadKnown: h.nativeReadKnown}
 	}
 	out, failMsg = h.native.HandleBatch(h.nbatch, h.imports)
 	return out, failMsg, nil
@@ -123,6 +127,24 @@ func (h *Handler) nativeRead(collection, key, buf []byte) int {
 	doc, found := h.readDoc(h.call.ctx, collection, key)
 	if !found {
 		return -1
+	}
+	if len(doc) <= len(buf) {
+		copy(buf, doc)
+	}
+	return len(doc)
+}
+
+// nativeReadKnown is the ReadKnown import of the handler's guest.
+func (h *Handler) nativeReadKnown(collection, key, known, buf []byte) int {
+	if !h.call.inHandle {
+		panic("host: NativeImports.ReadKnown called outside HandleBatch")
+	}
+	doc, found := h.readDoc(h.call.ctx, collection, key)
+	switch {
+	case !found:
+		return -1
+	case bytes.Equal(doc, known):
+		return wasmabi.ReadUnchanged
 	}
 	if len(doc) <= len(buf) {
 		copy(buf, doc)

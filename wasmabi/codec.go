@@ -34,7 +34,12 @@ const (
 	ImportFail       = "fail"
 	ImportRead       = "read"
 	ImportField      = "field"
+	ImportReadKnown  = "read_known"
 )
+
+// ReadUnchanged is what read_known returns when the stored document is byte-for-byte the
+// guest's known one (ABI.md §1, §5.1); read and read_known return -1 when there is no document.
+const ReadUnchanged = -2
 
 // Limits of ABI v1, in bytes unless stated otherwise. Sources: Kinesis records are at most
 // 1 MiB (Amazon Kinesis Data Streams quotas); sequence numbers match the Kinesis API pattern
