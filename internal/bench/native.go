@@ -57,9 +57,9 @@ func MeasureNative(ctx context.Context, name string, h guest.Handler, events []s
 // sdkGuest runs a Go handler through the SDK's native runner (guest.Native.RunBatchImports:
 // projhost_handle without WebAssembly) as a host.NativeGuest: the handler compiled into the
 // host, the native baseline of the bench commands. Like a module's guest, it reads through
-// the host's read model (NativeImports.Read), registers its fields for the batch field index
-// (NativeImports.Field; ABI.md §2.1) and hands its output back encoded, for the host to check
-// and apply; the Native's own store is not used.
+// the host's read model (NativeImports.Read, and ReadKnown for the documents its States kept),
+// registers its fields for the batch field index (NativeImports.Field; ABI.md §2.1) and hands
+// its output back encoded, for the host to check and apply; the Native's own store is not used.
 type sdkGuest struct {
 	n  *guest.Native
 	mu *sync.Mutex // held while the handler runs (NativeGuests)
@@ -82,7 +82,7 @@ func NativeGuests(h guest.Handler, logger *slog.Logger) func(shardID string) hos
 func (g *sdkGuest) HandleBatch(batch []byte, imp host.NativeImports) ([]byte, string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out, err := g.n.RunBatchImports(batch, guest.Imports{Read: imp.Read, Field: imp.Field})
+	out, err := g.n.RunBatchImports(batch, guest.Imports{Read: imp.Read, ReadKnown: imp.ReadKnown, Field: imp.Field})
 	if err != nil {
 		return nil, err.Error()
 	}

@@ -43,6 +43,8 @@ type miniHost struct {
 	batches int
 	keyBuf  []byte
 
+	reads, readsKnown, unchanged int // read and read_known calls; read_known's -2 answers
+
 	fields  []string                // registered with the field import, by slot
 	indexed int                     // events handed over with a field index
 	spoil   func([]event.FieldSpan) // if set, changes every index before it is encoded
@@ -82,17 +84,13 @@ func newMiniHostCtx(ctx context.Context, tb testing.TB, name string) *miniHost {
 		h.failed = string(mem(m, uint32(s[0]), uint32(s[1])))
 	}), []api.ValueType{i32, i32}, nil).Export(wasmabi.ImportFail).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, m api.Module, s []uint64) {
-		h.keyBuf = append(append(append(h.keyBuf[:0], mem(m, uint32(s[0]), uint32(s[1]))...), '/'), mem(m, uint32(s[2]), uint32(s[3]))...)
-		d, ok := h.store[string(h.keyBuf)]
-		if !ok {
-			s[0] = api.EncodeI32(-1)
-			return
-		}
-		if uint32(len(d)) <= uint32(s[5]) {
-			copy(mem(m, uint32(s[4]), uint32(len(d))), d)
-		}
-		s[0] = api.EncodeI32(int32(len(d)))
+		h.reads++
+		s[0] = api.EncodeI32(h.read(m, s[0:4], nil, s[4:6]))
 	}), []api.ValueType{i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}).Export(wasmabi.ImportRead).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, m api.Module, s []uint64) {
+		h.readsKnown++
+		s[0] = api.EncodeI32(h.read(m, s[0:4], mem(m, uint32(s[4]), uint32(s[5])), s[6:8]))
+	}), []api.ValueType{i32, i32, i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}).Export(wasmabi.ImportReadKnown).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, m api.Module, s []uint64) {
 		name := string(mem(m, uint32(s[0]), uint32(s[1])))
 		slot := slices.Index(h.fields, name)
@@ -141,6 +139,28 @@ func newMiniHostCtx(ctx context.Context, tb testing.TB, name string) *miniHost {
 	}
 	h.alloc, h.handle = h.mod.ExportedFunction(wasmabi.ExportAlloc), h.mod.ExportedFunction(wasmabi.ExportHandle)
 	return h
+}
+
+// read is the read import (known nil) and read_known: coll and key are the collection's and the
+// key's pointer and length, buf the buffer's.
+func (h *miniHost) read(m api.Module, collKey []uint64, known []byte, buf []uint64) int32 {
+	mem := m.Memory()
+	coll, _ := mem.Read(uint32(collKey[0]), uint32(collKey[1]))
+	key, _ := mem.Read(uint32(collKey[2]), uint32(collKey[3]))
+	h.keyBuf = append(append(append(h.keyBuf[:0], coll...), '/'), key...)
+	d, ok := h.store[string(h.keyBuf)]
+	switch {
+	case !ok:
+		return -1
+	case known != nil && string(d) == string(known):
+		h.unchanged++
+		return wasmabi.ReadUnchanged
+	case uint32(len(d)) <= uint32(buf[1]):
+		if !mem.Write(uint32(buf[0]), d) {
+			panic("read buffer out of bounds")
+		}
+	}
+	return int32(len(d))
 }
 
 // withIndex returns batch encoded again with the field index of the names registered so far, as

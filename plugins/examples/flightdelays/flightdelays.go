@@ -15,7 +15,8 @@
 // object with those fields fails the batch with an error naming its sequence number.
 //
 // It is written the documented way: the documents are guest.State values, decoded when a batch
-// first touches them, updated by plain Go code and encoded once at the end of the batch.
+// first touches them (unless the State kept them, unchanged, from the batch before), updated by
+// plain Go code and encoded once at the end of the batch.
 package flightdelays
 
 import (

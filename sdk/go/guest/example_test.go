@@ -12,7 +12,8 @@ import (
 // Route is the document routes/<origin>-<destination>: {"flights":N,"total_distance":N}.
 type Route struct{ Flights, TotalDistance int64 }
 
-// Decode fills r from a stored document (called at the first Get of the document in a batch).
+// Decode fills r from a stored document (called at the first Get of the document in a batch,
+// unless the State kept r, unchanged, from the batch before).
 func (r *Route) Decode(doc []byte) error {
 	var ok1, ok2 bool
 	r.Flights, ok1 = guest.JSONInt(doc, "flights")
@@ -57,9 +58,10 @@ func routesHandler(b *guest.Batch) error {
 	return nil
 }
 
-// A State keeps a collection's documents as Go values during a batch: Get decodes a document at
-// its first touch, plain code changes it, and the batch writes each document once when the
-// handler returns. In a handler's package main, register the handler with
+// A State keeps a collection's documents as Go values: Get decodes a document at its first touch
+// in a batch (or takes the value the State kept, if the document is unchanged since the State
+// wrote it), plain code changes it, and the batch writes each document once when the handler
+// returns. In a handler's package main, register the handler with
 // guest.Handle(routesHandler) in an init function; here it runs natively.
 func ExampleState() {
 	n := guest.NewNative(routesHandler)

@@ -56,10 +56,10 @@
 //	tinygo build -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -opt=2 -o handler.wasm .
 //
 // The package implements the ABI exports (projhost_abi_v1, projhost_alloc, projhost_handle) and
-// calls the host imports (projhost.log, projhost.fail, projhost.read, projhost.field) when built
-// for wasip1, so its modules need a host that has the field import (ABI.md §7). Built for any
-// other target it compiles against an in-process fake host (Native) so the same handler code can
-// be unit-tested and benchmarked natively.
+// calls the host imports (projhost.log, projhost.fail, projhost.read, projhost.read_known,
+// projhost.field) when built for wasip1, so its modules need a host that has the field and
+// read_known imports (ABI.md §7). Built for any other target it compiles against an in-process
+// fake host (Native) so the same handler code can be unit-tested and benchmarked natively.
 //
 // # The field index
 //
@@ -74,8 +74,11 @@
 // State (see NewState) is the way to write a handler that aggregates: each document a batch
 // touches is read and decoded into a Go value once, at its first State.Get in the batch, changed
 // by plain Go code on every event, and encoded and written once when the handler returns, in the
-// order the batch first touched the documents. Per-batch storage is reused from batch to batch,
-// so a handler written this way allocates nothing per event once its batches stop growing.
+// order the batch first touched the documents. Between batches a State keeps the values it wrote
+// with their documents (at most StateKeepLimit): a later batch reuses a kept value without
+// reading or decoding the document when the host's read_known import finds it unchanged
+// (ABI.md §5.1), and a failed batch drops them all. Storage is reused from batch to batch, so a
+// handler written this way allocates nothing per event once its batches stop growing.
 //
 // Batch.Read, Batch.Put and Batch.Delete work on JSON bytes, one call per document access.
 // Put and Delete go into a per-batch cache keyed by collection/key; only the final value of each
@@ -146,6 +149,9 @@ type host interface {
 	// read implements the read import: it returns -1 when there is no document, else the
 	// document's length n, written into buf only when n <= len(buf).
 	read(collection string, key []byte, buf []byte) int32
+	// readKnown implements the read_known import (ABI.md §5.1): read, except that it returns
+	// abi.ReadUnchanged, writing nothing, when the document is byte-for-byte known.
+	readKnown(collection string, key, known, buf []byte) int32
 	// field implements the field import: it registers name for the field index of the batches
 	// after this one and returns its slot, or -1 when the host refused it.
 	field(name string) int32
@@ -204,14 +210,19 @@ type Batch struct {
 	last     int32    // entries index of the last lookup, -1: none
 
 	entries []entry
-	arena   []byte    // backing bytes of entry keys for this batch
-	readBuf []byte    // scratch for the read import, grown on demand
-	states  []flusher // States holding values of this batch, in the order of their first Get
+	arena   []byte       // backing bytes of entry keys for this batch
+	readBuf []byte       // scratch for the read import, grown on demand
+	states  []batchState // States holding values of this batch, in the order of their first Get
 	out     abi.OutputWriter
 }
 
-// flusher is a State seen by the batch: it writes its values into their entries at the end.
-type flusher interface{ flush(b *Batch) }
+// batchState is a State seen by the batch: flush writes its values into their entries when the
+// handler returned nil; done tells it, once per batch, whether the batch succeeded (ok: its
+// output is the entries' documents) or failed.
+type batchState interface {
+	flush(b *Batch)
+	done(b *Batch, ok bool)
+}
 
 // ShardID returns the shard all events of the batch came from (aliases the batch buffer).
 func (b *Batch) ShardID() []byte { return b.r.ShardID() }
@@ -408,28 +419,48 @@ func (b *Batch) checkKey(ci int32, key []byte) bool {
 // index of its new entry (clean); -1 when the key is invalid (the batch then fails). The key must
 // not be in the batch yet.
 func (b *Batch) load(ci int32, key []byte, h uint32) int32 {
+	i, _ := b.loadKnown(ci, key, h, nil)
+	return i
+}
+
+// loadKnown is load for a caller that holds a copy of the document, known (nil: none): it reads
+// with read_known, and when the host's document is byte-for-byte known, the entry's document is
+// a copy of known and unchanged is true.
+func (b *Batch) loadKnown(ci int32, key []byte, h uint32, known []byte) (i int32, unchanged bool) {
 	if !b.checkKey(ci, key) {
-		return -1
+		return -1, false
 	}
 	if b.readBuf == nil {
 		b.readBuf = make([]byte, initialReadBuf)
 	}
 	coll := b.colls[ci]
-	n := b.h.read(coll, key, b.readBuf)
+	n := b.hostRead(coll, key, known)
 	if n > int32(len(b.readBuf)) {
 		b.readBuf = make([]byte, n)
-		n = b.h.read(coll, key, b.readBuf)
+		n = b.hostRead(coll, key, known)
 	}
-	i := b.add(ci, key, h)
+	i = b.add(ci, key, h)
 	e := &b.entries[i]
 	switch {
+	case n == abi.ReadUnchanged && known != nil:
+		e.doc = append(e.doc[:0], known...)
+		e.state = statePresent
+		unchanged = true
 	case n < -1 || n > int32(len(b.readBuf)):
 		b.setErr(fmt.Errorf("guest: Read %s/%s: host returned invalid length %d", coll, key, n))
 	case n >= 0:
 		e.doc = append(e.doc[:0], b.readBuf[:n]...)
 		e.state = statePresent
 	}
-	return i
+	return i, unchanged
+}
+
+// hostRead calls the read import into b.readBuf, or read_known when known is not nil.
+func (b *Batch) hostRead(coll string, key, known []byte) int32 {
+	if known != nil {
+		return b.h.readKnown(coll, key, known, b.readBuf)
+	}
+	return b.h.read(coll, key, b.readBuf)
 }
 
 // add creates the entry (absent, clean) of key in collection ci, whose hash is h; it must not be
@@ -517,7 +548,18 @@ func (b *Batch) run(h Handler, batch []byte) (out []byte, failMsg string) {
 	if h == nil {
 		return nil, "guest: no handler registered: call guest.Handle in an init function"
 	}
-	if err := b.call(h); err != nil {
+	herr := b.call(h)
+	out, failMsg = b.finish(herr)
+	for _, s := range b.states {
+		s.done(b, herr == nil && failMsg == "")
+	}
+	return out, failMsg
+}
+
+// finish ends a batch whose handler returned err: it returns the encoded output, or a failure
+// message for the fail import.
+func (b *Batch) finish(err error) (out []byte, failMsg string) {
+	if err != nil {
 		return nil, err.Error()
 	}
 	if err := b.r.Err(); err != nil {

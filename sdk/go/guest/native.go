@@ -3,6 +3,7 @@
 package guest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -68,6 +69,13 @@ type Imports struct {
 	// Read is projhost.read: it copies the document of collection/key into buf when it fits
 	// and returns its length, or -1 when there is none. nil: the Native's own store.
 	Read func(collection, key, buf []byte) int
+	// ReadKnown is projhost.read_known (ABI.md §5.1), which a State calls for a document it
+	// kept from an earlier batch: Read, except that it returns -2, copying nothing, when the
+	// document is byte-for-byte known (the import's contract: -1 when there is none, else the
+	// length, copied into buf when it fits, the same document again at a repeated call). nil
+	// with Read set: the Native calls Read and compares; nil with Read nil: the Native's own
+	// store.
+	ReadKnown func(collection, key, known, buf []byte) int
 	// Field is projhost.field: it registers the top-level field name (1 to 255 bytes of UTF-8)
 	// for the field index of the batches encoded after this one and returns its slot (0 for
 	// the first name, the same slot for a name registered before), or -1 when it refuses the
@@ -245,15 +253,7 @@ func (h nativeHost) log(level Level, msg string) {
 
 func (h nativeHost) read(collection string, key []byte, buf []byte) int32 {
 	if r := h.n.imp.Read; r != nil {
-		c, ok := h.n.colls[collection]
-		if !ok {
-			if h.n.colls == nil {
-				h.n.colls = map[string][]byte{}
-			}
-			c = []byte(collection)
-			h.n.colls[collection] = c
-		}
-		return int32(r(c, key, buf))
+		return int32(r(h.collBytes(collection), key, buf))
 	}
 	p, ok := h.n.store[collection][string(key)]
 	if !ok {
@@ -263,6 +263,36 @@ func (h nativeHost) read(collection string, key []byte, buf []byte) int32 {
 		copy(buf, d)
 	}
 	return int32(len(*p))
+}
+
+func (h nativeHost) readKnown(collection string, key, known, buf []byte) int32 {
+	if r := h.n.imp.ReadKnown; r != nil {
+		return int32(r(h.collBytes(collection), key, known, buf))
+	}
+	if h.n.imp.Read != nil { // a caller that predates ReadKnown: read and compare
+		n := h.read(collection, key, buf)
+		if n >= 0 && int(n) <= len(buf) && bytes.Equal(buf[:n], known) {
+			return abi.ReadUnchanged
+		}
+		return n
+	}
+	if p, ok := h.n.store[collection][string(key)]; ok && bytes.Equal(*p, known) {
+		return abi.ReadUnchanged
+	}
+	return h.read(collection, key, buf)
+}
+
+// collBytes returns collection as bytes for the Imports, allocated once per name.
+func (h nativeHost) collBytes(collection string) []byte {
+	c, ok := h.n.colls[collection]
+	if !ok {
+		if h.n.colls == nil {
+			h.n.colls = map[string][]byte{}
+		}
+		c = []byte(collection)
+		h.n.colls[collection] = c
+	}
+	return c
 }
 
 func (h nativeHost) field(name string) int32 {

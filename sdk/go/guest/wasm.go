@@ -30,6 +30,9 @@ func hostFail(ptr unsafe.Pointer, n uint32)
 //go:wasmimport projhost read
 func hostRead(collPtr unsafe.Pointer, collLen uint32, keyPtr unsafe.Pointer, keyLen uint32, bufPtr unsafe.Pointer, bufCap uint32) int32
 
+//go:wasmimport projhost read_known
+func hostReadKnown(collPtr unsafe.Pointer, collLen uint32, keyPtr unsafe.Pointer, keyLen uint32, knownPtr unsafe.Pointer, knownLen uint32, bufPtr unsafe.Pointer, bufCap uint32) int32
+
 //go:wasmimport projhost field
 func hostField(namePtr unsafe.Pointer, nameLen uint32) int32
 
@@ -50,6 +53,13 @@ func (wasmHost) log(level Level, msg string) {
 func (wasmHost) read(collection string, key []byte, buf []byte) int32 {
 	return hostRead(unsafe.Pointer(unsafe.StringData(collection)), uint32(len(collection)),
 		unsafe.Pointer(unsafe.SliceData(key)), uint32(len(key)),
+		unsafe.Pointer(unsafe.SliceData(buf)), uint32(len(buf)))
+}
+
+func (wasmHost) readKnown(collection string, key, known, buf []byte) int32 {
+	return hostReadKnown(unsafe.Pointer(unsafe.StringData(collection)), uint32(len(collection)),
+		unsafe.Pointer(unsafe.SliceData(key)), uint32(len(key)),
+		unsafe.Pointer(unsafe.SliceData(known)), uint32(len(known)),
 		unsafe.Pointer(unsafe.SliceData(buf)), uint32(len(buf)))
 }
 

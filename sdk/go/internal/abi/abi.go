@@ -42,6 +42,14 @@ const (
 	MaxFieldNameLen  = 255
 )
 
+// ImportReadKnown is the name of the optional import read_known (ABI.md §1, §5.1), module
+// projhost: read for a guest that holds a copy of the document.
+const ImportReadKnown = "read_known"
+
+// ReadUnchanged is what read_known returns when the stored document is byte-for-byte the
+// guest's known one (ABI.md §1, §5.1); read and read_known return -1 when there is no document.
+const ReadUnchanged = -2
+
 // Batch flags (ABI.md §2).
 const (
 	FlagFieldIndex = 1 // the events carry a field index (ABI.md §2.1)
