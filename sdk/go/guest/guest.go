@@ -560,7 +560,11 @@ func (b *Batch) run(h Handler, batch []byte) (out []byte, failMsg string) {
 // message for the fail import.
 func (b *Batch) finish(err error) (out []byte, failMsg string) {
 	if err != nil {
-		return nil, err.Error()
+		if msg := err.Error(); msg != "" {
+			return nil, msg
+		}
+		// An empty message would read as success: the batch would pass with no output.
+		return nil, fmt.Sprintf("guest: the handler returned an error with an empty message (%T)", err)
 	}
 	if err := b.r.Err(); err != nil {
 		return nil, fmt.Sprintf("guest: cannot decode batch: %v", err)

@@ -162,6 +162,11 @@ func TestNativeBatch(t *testing.T) {
 			wantErr: "event seq 42: bad",
 		},
 		{
+			name:    "an error with an empty message fails the batch (it must not read as success)",
+			h:       func(b *guest.Batch) error { b.Put("c", []byte("k"), []byte(`{}`)); return errors.New("") },
+			wantErr: "the handler returned an error with an empty message (*errors.errorString)",
+		},
+		{
 			name:    "invalid collection name fails the batch",
 			h:       func(b *guest.Batch) error { b.Put("bad name", []byte("k"), []byte(`{}`)); return nil },
 			wantErr: `invalid collection name "bad name"`,
