@@ -47,6 +47,9 @@ func newBareGuest(tb testing.TB, name string) *bareGuest {
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) {
 		s[0] = api.EncodeI32(-1)
 	}), []api.ValueType{i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}).Export(wasmabi.ImportRead).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) {
+		s[0] = api.EncodeI32(-1)
+	}), []api.ValueType{i32, i32, i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}).Export(wasmabi.ImportReadKnown).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, m api.Module, s []uint64) {
 		b, _ := m.Memory().Read(uint32(s[0]), uint32(s[1]))
 		slot := slices.Index(g.fields, string(b))
