@@ -27,10 +27,12 @@
 // Semantics match the Go SDK: put/delete go into a per-batch cache keyed by collection/key and
 // only the final value of each key is emitted, in first-touch order; read consults that cache
 // first (read-your-writes, ABI.md §5) and asks the host once per key and batch. A State's
-// documents are decoded at their first touch in a batch and encoded once, when the handler
-// returns. A handler returning a message fails the batch through the host's fail import; the host
-// keeps the instance. A trap or abort (e.g. an assertion) poisons the instance. Event.json() reads
-// the fields it is asked for by literal name where the host's field index points (ABI.md §2.1).
+// documents are decoded at their first touch in a batch, unless the State kept the document it
+// wrote last and the host reports it unchanged (read_known, ABI.md §5.1), and encoded once, when
+// the handler returns. A handler returning a message fails the batch through the host's fail
+// import; the host keeps the instance. A trap or abort (e.g. an assertion) poisons the instance.
+// Event.json() reads the fields it is asked for by literal name where the host's field index
+// points (ABI.md §2.1).
 //
 // Strings: collection names and keys are AssemblyScript strings, sent to the host as UTF-8 (unpaired
 // surrogates become U+FFFD), or UTF-8 bytes (Bytes, Key, ArrayBuffer). Documents are JSON objects.
@@ -53,6 +55,13 @@ declare function host_fail(ptr: usize, len: i32): void;
 // @ts-ignore: decorator
 @external("projhost", "read")
 declare function host_read(collPtr: usize, collLen: i32, keyPtr: usize, keyLen: i32, bufPtr: usize, bufCap: i32): i32;
+
+// @ts-ignore: decorator
+@external("projhost", "read_known")
+declare function host_read_known(collPtr: usize, collLen: i32, keyPtr: usize, keyLen: i32, knownPtr: usize, knownLen: i32, bufPtr: usize, bufCap: i32): i32;
+
+/** read_known's answer when the stored document is byte-for-byte the known one (ABI.md §5.1). */
+const READ_UNCHANGED: i32 = -2;
 
 // ---- limits (ABI.md §2, §4) ----
 
@@ -192,7 +201,8 @@ export class Batch {
   arena: ArrayBuffer = new ArrayBuffer(4096);
   arenaLen: i32 = 0;
   readBuf: ArrayBuffer = new ArrayBuffer(4096);
-  readLen: i32 = -1; // entry(ci, kp, kl, true) of a new key: what the host returned (-1: none)
+  readLen: i32 = -1; // after entry(ci, kp, kl, true) of a new key or ask: the host's answer (-1 none, -2 unchanged)
+  fresh: bool = false; // whether the last entry or entryFor created its entry
   private reader: JsonReader = new JsonReader(); // readDoc's
   private lastKey: string | null = null; // entryFor's last string key, its collection and entry
   private lastCi: i32 = -1;
@@ -381,6 +391,7 @@ export class Batch {
       const s = changetype<string>(key);
       if (changetype<usize>(s) == changetype<usize>(this.lastKey) && ci == this.lastCi && ci >= 0) {
         this.readLen = -1;
+        this.fresh = false;
         return this.lastEntry;
       }
       const kl = utf8Into(keyScratch, s); // first: it may grow the scratch buffer
@@ -434,6 +445,7 @@ export class Batch {
    */
   entry(ci: i32, kp: usize, kl: i32, ask: bool): i32 {
     this.readLen = -1;
+    this.fresh = false;
     if (ci < 0) return -1;
     const keys = this.keys;
     let e = keys.findPrefixed(<u32>ci, kp, kl);
@@ -458,22 +470,39 @@ export class Batch {
     unchecked(this.docLen[e] = 0);
     unchecked(this.dirty[e] = false);
     unchecked(this.typed[e] = null);
-    if (!ask) return e;
-    // Ask the host (ABI.md §5: once per key and batch).
-    const cb = unchecked(this.collBytes[ci]);
+    this.fresh = true;
+    if (ask) this.ask(e, 0, -1);
+    return e;
+  }
+
+  /**
+   * Asks the host for the document of entry e, just created (ABI.md §5: once per key and batch),
+   * with read, or with read_known when the caller holds a copy of it (knownLen >= 0: the bytes
+   * known..known+knownLen, ABI.md §5.1). Sets readLen to the answer: -1 none, -2 (only with a
+   * copy) byte-for-byte the copy, else the document's length, the document being in readBuf.
+   * Returns whether the answer is -2.
+   */
+  ask(e: i32, known: usize, knownLen: i32): bool {
+    const keys = this.keys;
+    const cb = this.collectionOf(e);
     const cp = changetype<usize>(cb), cl = cb.byteLength;
-    const kpp = keys.keyPtr(e) + 4; // the key bytes, stable until the next entry
-    let n = host_read(cp, cl, kpp, kl, changetype<usize>(this.readBuf), this.readBuf.byteLength);
+    const kpp = keys.keyPtr(e) + 4, kl = keys.keyLen(e) - 4; // the key bytes, stable until the next entry
+    let n = knownLen >= 0
+      ? host_read_known(cp, cl, kpp, kl, known, knownLen, changetype<usize>(this.readBuf), this.readBuf.byteLength)
+      : host_read(cp, cl, kpp, kl, changetype<usize>(this.readBuf), this.readBuf.byteLength);
     if (n > this.readBuf.byteLength) {
       this.readBuf = new ArrayBuffer(n);
-      n = host_read(cp, cl, kpp, kl, changetype<usize>(this.readBuf), this.readBuf.byteLength);
+      n = knownLen >= 0
+        ? host_read_known(cp, cl, kpp, kl, known, knownLen, changetype<usize>(this.readBuf), this.readBuf.byteLength)
+        : host_read(cp, cl, kpp, kl, changetype<usize>(this.readBuf), this.readBuf.byteLength);
     }
-    if (n < -1 || n > this.readBuf.byteLength) {
+    if ((n < -1 && !(n == READ_UNCHANGED && knownLen >= 0)) || n > this.readBuf.byteLength) {
       this.misuse("read " + this.name(e) + ": host returned invalid length " + n.toString());
-    } else {
-      this.readLen = n;
+      this.readLen = -1;
+      return false;
     }
-    return e;
+    this.readLen = n;
+    return n == READ_UNCHANGED;
   }
 
   /** Doubles the room of the per-entry arrays, keeping the entries of this batch. */
@@ -550,12 +579,12 @@ export class Batch {
   }
 }
 
-// ---- typed per-batch state ----
+// ---- typed state ----
 
 /**
- * A typed document of a State: extend it with the document's fields and three methods. One
- * object per key touched in a batch, reused in later batches (reset() clears what the last one
- * left).
+ * A typed document of a State: extend it with the document's fields and three methods. A State
+ * binds one object to each key it keeps and reuses it, unchanged, in later batches (see State);
+ * other objects are pooled and reset() before reuse.
  *
  *   class Route extends Doc {
  *     flights: i64 = 0;
@@ -568,6 +597,10 @@ export class Batch {
  *     }
  *     encode(w: JsonWriter): void { w.int("flights", this.flights).int("total_distance", this.totalDistance); }
  *   }
+ *
+ * Contract: decode(encode(d)) gives d back, field for field, and encode writes every field that
+ * matters (a field encode does not write survives into the next batch of a kept document
+ * unchanged, not reset: use State.decodeEveryBatch for such a class).
  */
 export abstract class Doc {
   /** Sets every field to its value for a key without a document (called before decode too). */
@@ -581,43 +614,214 @@ export abstract class Doc {
   abstract encode(w: JsonWriter): void;
   /** The State holding this document (its id), for the library. */
   stateId: u32 = 0;
+  /** The State's slot this document is bound to (-1: none), for the library. */
+  keptSlot: i32 = -1;
+}
+
+/**
+ * The most documents one State keeps between batches (16384). A State that begins a batch with
+ * that many keys drops everything it keeps and refills from that batch on; within a batch, keys
+ * past the limit are decoded as if the State kept nothing.
+ */
+export const STATE_KEEP_LIMIT: i32 = 16384;
+
+/**
+ * What one State keeps between batches. Slots are the dense indexes of a BytesIndex of key UTF-8
+ * bytes; per slot, the document object bound to the key and the bytes it last wrote for it. The
+ * bytes live in one arena, as records of an 8-byte header (the slot, the room) and room bytes, the
+ * document's length rounded up to 8: a document rewritten no longer than its room stays in place,
+ * a longer one gets a new record at the end, and a full arena is compacted in place (grown when
+ * more than half of it is live), so that keeping allocates nothing per document. Not generic, so
+ * that Output and projhost_handle reach it by the State's id (keepers).
+ */
+class Kept {
+  /** false after decodeEveryBatch: nothing is kept. */
+  on: bool = true;
+  /** The Batch.gen of the last batch that used the State. */
+  gen: u32 = 0;
+  index: BytesIndex = new BytesIndex();
+  docs: StaticArray<Doc | null> = new StaticArray<Doc | null>(64);
+  // Per slot s, at 3s: the offset of its record's bytes in arena (-1: no record), the length of
+  // the kept bytes (-1: none kept) and the record's room (0: no record).
+  meta: StaticArray<i32> = new StaticArray<i32>(192);
+  arena: ArrayBuffer = new ArrayBuffer(4096);
+  arenaLen: i32 = 0;
+  /** Document objects bound to no slot (after dropAll), for new slots. */
+  spares: Array<Doc> = [];
+
+  /** Whether slot s holds kept bytes. */
+  // @ts-ignore: decorator
+  @inline has(s: i32): bool { return unchecked(this.meta[s * 3 + 1]) >= 0; }
+  // @ts-ignore: decorator
+  @inline ptr(s: i32): usize { return changetype<usize>(this.arena) + <usize>unchecked(this.meta[s * 3]); }
+  // @ts-ignore: decorator
+  @inline len(s: i32): i32 { return unchecked(this.meta[s * 3 + 1]); }
+
+  /**
+   * Adds the key kp..kp+kl, which index.find just did not find, as a slot without a document or
+   * bytes; returns it, or -1 at STATE_KEEP_LIMIT.
+   */
+  add(kp: usize, kl: i32): i32 {
+    const index = this.index;
+    if (index.size >= STATE_KEEP_LIMIT) return -1;
+    const s = index.addHashed(kp, kl, index.lastHash);
+    if (s == this.docs.length) {
+      const docs = new StaticArray<Doc | null>(s << 1);
+      for (let i = 0; i < s; i++) unchecked(docs[i] = unchecked(this.docs[i])); // stores the collector sees
+      this.docs = docs;
+      const meta = new StaticArray<i32>(s * 6);
+      memory.copy(changetype<usize>(meta), changetype<usize>(this.meta), <usize>s * 12);
+      this.meta = meta;
+    }
+    const m = s * 3;
+    unchecked(this.meta[m] = -1);
+    unchecked(this.meta[m + 1] = -1);
+    unchecked(this.meta[m + 2] = 0);
+    return s;
+  }
+
+  /** Forgets slot s's bytes (the document stays bound: it is reset and decoded when used next). */
+  // @ts-ignore: decorator
+  @inline drop(s: i32): void { unchecked(this.meta[s * 3 + 1] = -1); }
+
+  /** Keeps p..p+n as the bytes slot s's document was written as. */
+  keep(s: i32, p: usize, n: i32): void {
+    const m = s * 3;
+    if (n > unchecked(this.meta[m + 2])) { // a new record (the old one, if any, is dead)
+      unchecked(this.meta[m] = -1);
+      unchecked(this.meta[m + 1] = -1);
+      unchecked(this.meta[m + 2] = 0);
+      const room = (n + 7) & ~7;
+      if (this.arenaLen + 8 + room > this.arena.byteLength) this.compact(8 + room);
+      const o = this.arenaLen;
+      const q = changetype<usize>(this.arena) + <usize>o;
+      store<i32>(q, s);
+      store<i32>(q, room, 4);
+      unchecked(this.meta[m] = o + 8);
+      unchecked(this.meta[m + 2] = room);
+      this.arenaLen = o + 8 + room;
+    }
+    memory.copy(changetype<usize>(this.arena) + <usize>unchecked(this.meta[m]), p, n);
+    unchecked(this.meta[m + 1] = n);
+  }
+
+  /**
+   * Moves the live records (those their slot points at, with kept bytes) down to the start of the
+   * arena, in order; then grows it if need more bytes would leave less than half of it free.
+   */
+  private compact(need: i32): void {
+    const meta = this.meta;
+    const base = changetype<usize>(this.arena);
+    const end = this.arenaLen;
+    let o = 0, at = 0;
+    while (o < end) {
+      const s = load<i32>(base + <usize>o), room = load<i32>(base + <usize>o, 4);
+      const m = s * 3;
+      if (unchecked(meta[m]) == o + 8) { // the slot's record
+        if (unchecked(meta[m + 1]) >= 0) {
+          if (at != o) memory.copy(base + <usize>at, base + <usize>o, 8 + <usize>unchecked(meta[m + 1]));
+          unchecked(meta[m] = at + 8);
+          at += 8 + room;
+        } else { // no bytes kept: the record goes
+          unchecked(meta[m] = -1);
+          unchecked(meta[m + 2] = 0);
+        }
+      }
+      o += 8 + room;
+    }
+    this.arenaLen = at;
+    const size = this.arena.byteLength;
+    if ((at + need) << 1 > size) this.arena = grownBuffer(this.arena, at, max(size << 1, (at + need) << 1));
+  }
+
+  /** Drops every slot: their documents become spares. */
+  dropAll(): void {
+    const docs = this.docs;
+    for (let s = 0, n = this.index.size; s < n; s++) {
+      const d = unchecked(docs[s]);
+      if (d === null) continue;
+      d.keptSlot = -1;
+      this.spares.push(d);
+      unchecked(docs[s] = null);
+    }
+    this.index.reset();
+    this.arenaLen = 0;
+  }
 }
 
 let stateIds: u32 = 0;
+/** The Kept of every State, by State id - 1. */
+const keepers: Array<Kept> = [];
 const docReader = new JsonReader();
 
+/** Drops everything the States used in the current batch keep (the batch fails). */
+function dropKept(): void {
+  const g = batch.gen;
+  for (let i = 0, n = keepers.length; i < n; i++) {
+    const k = unchecked(keepers[i]);
+    if (k.gen == g) k.dropAll();
+  }
+}
+
 /**
- * The documents of one collection as typed values of class T, per batch: get(key) decodes a
- * key's document at its first touch in the batch (from this batch's own writes, else the read
- * model, asked once) or starts a new one (reset()), and returns the same object for that key
- * until the batch ends; the handler changes its fields with plain code. When the handler returns
- * null, every document a State touched is encoded once and put, in first-touch order (the order
- * of the batch's cache, shared with Batch.put and delete). A failed batch writes nothing.
+ * The documents of one collection as typed values of class T: get(key) returns a key's document
+ * at its first touch in the batch and the same object for that key until the batch ends; the
+ * handler changes its fields with plain code. When the handler returns null, every document a
+ * State touched is encoded once and put, in first-touch order (the order of the batch's cache,
+ * shared with Batch.put and delete). A failed batch writes nothing.
+ *
+ * Between batches a State keeps, per key (up to STATE_KEEP_LIMIT keys, while the instance
+ * lives), the document object and a copy of the bytes it last wrote for the key in a batch that
+ * succeeded. At a key's first touch in a batch, get asks the host for the stored document: one
+ * host call per key and batch, read_known with the kept bytes when there are some (ABI.md §5.1).
+ * When the stored document is byte-for-byte those bytes (nobody else wrote the key since), get
+ * returns the kept object as it is: no reset(), no decode. Otherwise it resets an object and
+ * decodes the stored document, if any (this batch's own Batch.put of the key first, else the read
+ * model's). A failed batch (the handler returns a message, misuse, a document that does not
+ * decode, an output error) drops everything the States it used keep; so does a State.delete of the
+ * key, for that key. This relies on Doc's contract (decode(encode(d)) gives d back): for a class
+ * that does not keep it, call decodeEveryBatch(), and get decodes at every first touch, keeping
+ * nothing. Either way, a document object is the handler's during the batch it was got in only.
  *
  * Keys are strings, Bytes (a JsonReader.getText view, Event.key, a Key) or ArrayBuffers of
- * UTF-8: 1..1024 bytes without NUL. In steady state get allocates nothing: documents are pooled
- * across batches and keys are copied into the batch's arena. A document a State holds belongs
- * to it for the rest of the batch: Batch.read, put and delete of that key fail the batch.
+ * UTF-8: 1..1024 bytes without NUL. In steady state get allocates nothing: documents are bound to
+ * their keys or pooled, kept bytes live in an arena per State (compacted in place when full, grown
+ * when more than half of it is live), keys are copied into the batch's arena. A document a State
+ * holds belongs to it for the rest of the batch: Batch.read, put and delete of that key fail the
+ * batch.
  */
 export class State<T extends Doc> {
   /** The collection name: 1..255 bytes of [A-Za-z0-9_.-]. */
   readonly collection: string;
   private id: u32;
-  private pool: Array<T> = [];
+  private kept: Kept = new Kept();
+  private pool: Array<T> = []; // documents of keys the State does not keep, per batch
   private used: i32 = 0;
-  private gen: u32 = 0;
   private ci: i32 = -1;
   private spare: T | null = null; // returned after misuse, so the handler can go on to fail
 
   constructor(collection: string) {
     this.collection = collection;
     this.id = ++stateIds;
+    keepers.push(this.kept);
+  }
+
+  /**
+   * Makes this State keep nothing between batches: get decodes the stored document at every
+   * key's first touch in every batch. For a Doc class that does not meet Doc's contract; call it
+   * where the State is made, before the first batch. Returns this State.
+   */
+  decodeEveryBatch(): State<T> {
+    this.kept.dropAll();
+    this.kept.on = false;
+    return this;
   }
 
   /** The document of key in this batch (see the class comment). Only during a handler call. */
   get<K>(key: K): T {
     const b = this.current("get");
-    const e = b.entryFor<K>(this.ci, key, true);
+    const k = this.kept;
+    const e = b.entryFor<K>(this.ci, key, !k.on);
     if (e < 0) return this.spareDoc();
     const held = unchecked(b.typed[e]);
     if (held !== null) {
@@ -625,15 +829,26 @@ export class State<T extends Doc> {
       b.misuse("State<" + nameof<T>() + ">.get " + b.name(e) + ": the document is held by another State in this batch");
       return this.spareDoc();
     }
-    let d: T;
-    if (this.used < this.pool.length) {
-      d = unchecked(this.pool[this.used]);
-    } else {
-      d = instantiate<T>();
-      d.stateId = this.id;
-      this.pool.push(d);
+    let s = -1;
+    if (k.on) {
+      const kp = b.keys.keyPtr(e) + 4, kl = b.keys.keyLen(e) - 4;
+      s = k.index.find(kp, kl);
+      if (b.fresh) { // the key's first touch in the batch: ask the host, with the kept bytes if any
+        if (s >= 0 && k.has(s)) {
+          if (b.ask(e, k.ptr(s), k.len(s))) { // unchanged: the kept object as it is
+            const d = changetype<T>(unchecked(k.docs[s]));
+            unchecked(b.typed[e] = d);
+            unchecked(b.dirty[e] = true);
+            return d;
+          }
+          k.drop(s);
+        } else {
+          b.ask(e, 0, -1);
+        }
+      }
+      if (s < 0) s = k.add(kp, kl);
     }
-    this.used++;
+    const d = s >= 0 ? this.bound(s) : this.pooled();
     d.reset();
     // The stored document: from the host if the entry is new, else from this batch's writes.
     let dp: usize = 0, dl = -1;
@@ -663,6 +878,11 @@ export class State<T extends Doc> {
       b.misuse("State<" + nameof<T>() + ">.delete " + b.name(e) + ": the document is held by another State in this batch");
       return;
     }
+    const k = this.kept;
+    if (k.on) {
+      const s = k.index.find(b.keys.keyPtr(e) + 4, b.keys.keyLen(e) - 4);
+      if (s >= 0) k.drop(s);
+    }
     unchecked(b.typed[e] = null);
     unchecked(b.docOff[e] = -1);
     unchecked(b.docLen[e] = 0);
@@ -673,12 +893,44 @@ export class State<T extends Doc> {
   private current(method: string): Batch {
     const b = batch;
     if (!b.active) throw new Error("State." + method + " outside a handler call");
-    if (this.gen != b.gen) { // the first use in this batch
-      this.gen = b.gen;
+    const k = this.kept;
+    if (k.gen != b.gen) { // the first use in this batch
+      k.gen = b.gen;
+      if (k.index.size >= STATE_KEEP_LIMIT) k.dropAll();
       this.used = 0;
       this.ci = b.collIndex(this.collection);
     }
     return b;
+  }
+
+  /** The document bound to slot s (bound now to a spare or a new one if none is). */
+  private bound(s: i32): T {
+    const k = this.kept;
+    const x = unchecked(k.docs[s]);
+    if (x !== null) return changetype<T>(x);
+    const d = k.spares.length > 0 ? changetype<T>(k.spares.pop()) : this.newDoc();
+    d.keptSlot = s;
+    unchecked(k.docs[s] = d);
+    return d;
+  }
+
+  /** A pooled document for a key the State does not keep, for the rest of the batch. */
+  private pooled(): T {
+    let d: T;
+    if (this.used < this.pool.length) {
+      d = unchecked(this.pool[this.used]);
+    } else {
+      d = this.newDoc();
+      this.pool.push(d);
+    }
+    this.used++;
+    return d;
+  }
+
+  private newDoc(): T {
+    const d = instantiate<T>();
+    d.stateId = this.id;
+    return d;
   }
 
   private spareDoc(): T {
@@ -728,6 +980,8 @@ class Output {
           batch.misuse("put " + batch.name(e) + ": document of " + dl.toString() + " bytes exceeds " + MAX_DOC_LEN.toString());
           return;
         }
+        // Kept now, dropped (dropKept) if the batch fails after all.
+        if (t.keptSlot >= 0) unchecked(keepers[t.stateId - 1]).keep(t.keptSlot, dp, dl);
       } else {
         const off = unchecked(batch.docOff[e]);
         if (off >= 0) {
@@ -790,16 +1044,24 @@ const COLLECT_EVENTS: u32 = 64;
  * Under `--runtime minimal` (the documented build; sdk/as/README.md "Why --runtime minimal"),
  * frees what earlier batches left unreachable. It runs at the start of a call into the guest, the
  * one point where no object lives only on the stack (minimal keeps no shadow stack, so it may
- * collect only then), once at least COLLECT_EVENTS events were handled since the last collection
- * (every batch of 64 events or more; every 64 batches of one event), or sooner when the memory
- * grew. A handler's heap so stays within what is live plus the garbage of one batch (of 64
- * events at least), and a handler with little live data pays little: a collection marks what is
- * live. Other runtimes collect by themselves (incremental) or never (stub), and this does nothing.
+ * collect only then), once at least max(COLLECT_EVENTS, K / 2) events were handled since the last
+ * collection, K being the number of documents the States keep (every batch of 64 events or more
+ * while they keep at most 128; every 64 batches of one event), or sooner when the memory grew. A
+ * collection marks what is live, kept documents included: spacing collections by K / 2 events
+ * holds their cost to about 2 marks per event however many documents are kept. A handler's heap
+ * so stays within what is live plus the garbage of max(64, K / 2) events (one batch of 64 events
+ * at least). Other runtimes collect by themselves (incremental) or never (stub), and this does
+ * nothing.
  */
 function collectGarbage(): void {
   if (ASC_RUNTIME != 1) return; // 1: Runtime.Minimal (std/assembly/shared/runtime.ts)
   const pages = memory.size();
-  if (eventsSinceCollect < COLLECT_EVENTS && pages <= pagesAtCollect) return;
+  if (pages <= pagesAtCollect) {
+    if (eventsSinceCollect < COLLECT_EVENTS) return;
+    let kept: u32 = 0;
+    for (let i = 0, n = keepers.length; i < n; i++) kept += <u32>unchecked(keepers[i]).index.size;
+    if (eventsSinceCollect < kept >> 1) return;
+  }
   __collect();
   pagesAtCollect = pages;
   eventsSinceCollect = 0;
@@ -840,15 +1102,18 @@ export function projhost_handle(ptr: usize, len: i32): i64 {
   openFields(false);
   batch.active = false;
   if (msg !== null) {
+    dropKept();
     fail(msg);
     return 0;
   }
   if (batch.decodeError !== null) {
+    dropKept();
     fail("guest: cannot decode batch: " + batch.decodeError!);
     return 0;
   }
   if (batch.usageError === null) output.write(batch);
   if (batch.usageError !== null) {
+    dropKept();
     fail("guest: " + batch.usageError!);
     return 0;
   }

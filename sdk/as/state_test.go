@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -63,12 +64,45 @@ func (c *countingReader) ReadDoc(ctx context.Context, coll string, key []byte) (
 	return c.MemReadModel.ReadDoc(ctx, coll, key)
 }
 
-type stateBatch struct {
-	cmds    []string // event data; the partition key is "p"
-	want    []string // mutations in order: "put c/KEY DOC" or "delete c/KEY"
-	logs    []string // guest log lines
-	wantErr string   // a substring of the fail message instead
+// ReadDocFromMemory is the host's fast path for an in-memory read model (read and read_known).
+func (c *countingReader) ReadDocFromMemory(coll string, key []byte) ([]byte, bool, bool) {
+	c.reads[coll+"/"+string(key)]++
+	return c.MemReadModel.ReadDocFromMemory(coll, key)
 }
+
+// loadStateProbe loads testdata/stateprobe.ts (build/wasm/as-stateprobe.wasm) into a runtime
+// whose guest log lines go to logs; both are closed when the test ends.
+func loadStateProbe(t *testing.T) (*host.Module, *guestLogs) {
+	t.Helper()
+	wasm, err := os.ReadFile(testwasm.Path(t, "as-stateprobe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	logs := &guestLogs{}
+	rt, err := host.NewRuntime(ctx, host.WithLogger(slog.New(logs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(ctx) })
+	mod, err := rt.Load(ctx, "as-stateprobe", wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mod.Close(ctx) })
+	return mod, logs
+}
+
+type stateBatch struct {
+	set     map[string]string // before the batch, someone else writes these documents of c ("": deletes)
+	cmds    []string          // event data; the partition key is "p"
+	want    []string          // mutations in order: "put COLL/KEY DOC" or "delete COLL/KEY"
+	logs    []string          // guest log lines
+	wantErr string            // a substring of the fail message instead
+}
+
+// stateKeepLimit is STATE_KEEP_LIMIT of sdk/as/index.ts.
+const stateKeepLimit = 16384
 
 func TestState(t *testing.T) {
 	tests := []struct {
@@ -130,10 +164,83 @@ func TestState(t *testing.T) {
 			}},
 		},
 		{
-			name: "pooled documents are reset between batches",
+			name: "kept documents are reused, new keys start reset",
 			batches: []stateBatch{
 				{cmds: []string{`{"op":"inc","key":"a","by":7}`, `{"op":"inc","key":"b","by":9}`}, want: []string{`put c/a {"n":7}`, `put c/b {"n":9}`}, logs: []string{"decodes=0"}},
-				{cmds: []string{`{"op":"inc","key":"b"}`, `{"op":"inc","key":"c"}`}, want: []string{`put c/b {"n":10}`, `put c/c {"n":1}`}, logs: []string{"decodes=1"}},
+				{cmds: []string{`{"op":"inc","key":"b"}`, `{"op":"inc","key":"c"}`}, want: []string{`put c/b {"n":10}`, `put c/c {"n":1}`}, logs: []string{"decodes=0"}},
+			},
+		},
+		{
+			name:   "a second batch over the same keys decodes nothing",
+			stored: map[string]string{"a": `{"n":5}`},
+			batches: []stateBatch{
+				{cmds: []string{`{"op":"inc","key":"a"}`, `{"op":"inc","key":"b"}`, `{"op":"decodes"}`},
+					want: []string{`put c/a {"n":6}`, `put c/b {"n":1}`, `put stats/decodes {"n":1}`}, logs: []string{"decodes=1"}},
+				{cmds: []string{`{"op":"inc","key":"a"}`, `{"op":"inc","key":"b","by":2}`, `{"op":"inc","key":"a"}`, `{"op":"decodes"}`},
+					want: []string{`put c/a {"n":8}`, `put c/b {"n":3}`, `put stats/decodes {"n":0}`}, logs: []string{"decodes=0"}},
+				{cmds: []string{`{"op":"inc","key":"b"}`, `{"op":"inc","key":"a"}`, `{"op":"decodes"}`},
+					want: []string{`put c/b {"n":4}`, `put c/a {"n":9}`, `put stats/decodes {"n":0}`}, logs: []string{"decodes=0"}},
+			},
+		},
+		{
+			name: "a document someone else changed is decoded again",
+			batches: []stateBatch{
+				{cmds: []string{`{"op":"inc","key":"a"}`, `{"op":"inc","key":"b"}`, `{"op":"inc","key":"c"}`},
+					want: []string{`put c/a {"n":1}`, `put c/b {"n":1}`, `put c/c {"n":1}`}, logs: []string{"decodes=0"}},
+				{set: map[string]string{"a": `{"n":10}`, "b": `{"n":1,"x":0}`}, // b: the same n, other bytes
+					cmds: []string{`{"op":"inc","key":"a"}`, `{"op":"inc","key":"b"}`, `{"op":"inc","key":"c"}`, `{"op":"decodes"}`},
+					want: []string{`put c/a {"n":11}`, `put c/b {"n":2}`, `put c/c {"n":2}`, `put stats/decodes {"n":2}`}, logs: []string{"decodes=2"}},
+			},
+		},
+		{
+			name: "a Batch.put of a kept key is decoded",
+			batches: []stateBatch{
+				{cmds: []string{`{"op":"inc","key":"a"}`}, want: []string{`put c/a {"n":1}`}, logs: []string{"decodes=0"}},
+				{cmds: []string{`{"op":"put","key":"a","n":7}`}, want: []string{`put c/a {"n":7}`}, logs: []string{"decodes=0"}},
+				{cmds: []string{`{"op":"inc","key":"a"}`, `{"op":"decodes"}`}, want: []string{`put c/a {"n":8}`, `put stats/decodes {"n":1}`}, logs: []string{"decodes=1"}},
+				{cmds: []string{`{"op":"put","key":"a","n":20}`, `{"op":"inc","key":"a"}`, `{"op":"decodes"}`},
+					want: []string{`put c/a {"n":21}`, `put stats/decodes {"n":1}`}, logs: []string{"decodes=1"}},
+				{cmds: []string{`{"op":"inc","key":"a"}`, `{"op":"decodes"}`}, want: []string{`put c/a {"n":22}`, `put stats/decodes {"n":0}`}, logs: []string{"decodes=0"}},
+			},
+		},
+		{
+			// Each failed batch changes kept documents first: were they kept, the next batch would
+			// count on from the changed values.
+			name: "a failed batch leaves no trace",
+			batches: []stateBatch{
+				{cmds: []string{`{"op":"inc","key":"a","by":3}`, `{"op":"inc","key":"b"}`}, want: []string{`put c/a {"n":3}`, `put c/b {"n":1}`}, logs: []string{"decodes=0"}},
+				{cmds: []string{`{"op":"inc","key":"a"}`, `{"op":"inc","key":"b"}`, `{"op":"fail"}`}, wantErr: "failed on purpose at seq 5"},
+				{cmds: []string{`{"op":"inc","key":"a"}`, `{"op":"inc","key":"b"}`, `{"op":"decodes"}`},
+					want: []string{`put c/a {"n":4}`, `put c/b {"n":2}`, `put stats/decodes {"n":2}`}, logs: []string{"decodes=2"}},
+				{cmds: []string{`{"op":"inc","key":"a","by":5}`, `{"op":"read","key":"a"}`}, wantErr: "guest: read c/a: the document is held by a State"},
+				{cmds: []string{`{"op":"inc","key":"a"}`, `{"op":"decodes"}`}, want: []string{`put c/a {"n":5}`, `put stats/decodes {"n":1}`}, logs: []string{"decodes=1"}},
+				// The output fails at z, before a's document is encoded.
+				{cmds: []string{`{"op":"big","key":"z"}`, `{"op":"inc","key":"a","by":5}`}, wantErr: "guest: put c/z: document of 262160 bytes exceeds 262144"},
+				{cmds: []string{`{"op":"inc","key":"a"}`, `{"op":"decodes"}`}, want: []string{`put c/a {"n":6}`, `put stats/decodes {"n":1}`}, logs: []string{"decodes=1"}},
+			},
+		},
+		{
+			name: "a document deleted since comes back new",
+			batches: []stateBatch{
+				{cmds: []string{`{"op":"inc","key":"a","by":5}`}, want: []string{`put c/a {"n":5}`}, logs: []string{"decodes=0"}},
+				{set: map[string]string{"a": ""}, cmds: []string{`{"op":"inc","key":"a"}`}, want: []string{`put c/a {"n":1}`}, logs: []string{"decodes=0"}},
+				{cmds: []string{`{"op":"inc","key":"a"}`}, want: []string{`put c/a {"n":2}`}, logs: []string{"decodes=0"}},
+				{cmds: []string{`{"op":"del","key":"a"}`}, want: []string{`delete c/a`}, logs: []string{"decodes=0"}},
+				{cmds: []string{`{"op":"inc","key":"a"}`}, want: []string{`put c/a {"n":1}`}, logs: []string{"decodes=0"}},
+				{cmds: []string{`{"op":"inc","key":"a","by":3}`, `{"op":"del","key":"a"}`, `{"op":"inc","key":"a"}`}, want: []string{`put c/a {"n":1}`}, logs: []string{"decodes=0"}},
+				{cmds: []string{`{"op":"inc","key":"a"}`}, want: []string{`put c/a {"n":2}`}, logs: []string{"decodes=0"}},
+				// Deleted by the State, then stored again with the bytes it last wrote.
+				{cmds: []string{`{"op":"del","key":"a"}`}, want: []string{`delete c/a`}, logs: []string{"decodes=0"}},
+				{set: map[string]string{"a": `{"n":2}`}, cmds: []string{`{"op":"inc","key":"a"}`}, want: []string{`put c/a {"n":3}`}, logs: []string{"decodes=1"}},
+			},
+		},
+		{
+			name:   "decodeEveryBatch decodes every batch",
+			stored: map[string]string{"a": `{"n":1}`},
+			batches: []stateBatch{
+				{cmds: []string{`{"op":"inc","key":"a","coll":"e"}`, `{"op":"inc","key":"a"}`}, want: []string{`put e/a {"n":1}`, `put c/a {"n":2}`}, logs: []string{"decodes=1"}},
+				{cmds: []string{`{"op":"inc","key":"a","coll":"e"}`, `{"op":"inc","key":"a"}`}, want: []string{`put e/a {"n":2}`, `put c/a {"n":3}`}, logs: []string{"decodes=1"}},
+				{cmds: []string{`{"op":"inc","key":"a","coll":"e"}`, `{"op":"inc","key":"a"}`}, want: []string{`put e/a {"n":3}`, `put c/a {"n":4}`}, logs: []string{"decodes=1"}},
 			},
 		},
 		{
@@ -187,28 +294,40 @@ func TestState(t *testing.T) {
 			many[b].cmds = append(many[b].cmds, fmt.Sprintf(`{"op":"inc","key":"k%d-%s"}`, i, strings.Repeat("x", i%40)))
 		}
 	}
-	many[0].logs, many[1].logs = []string{"decodes=1"}, []string{"decodes=1100"}
+	many[0].logs, many[1].logs = []string{"decodes=1"}, []string{"decodes=0"}
 	tests = append(tests, struct {
 		name    string
 		stored  map[string]string
 		batches []stateBatch
 	}{"more keys than the first tables hold", map[string]string{"k700-" + strings.Repeat("x", 700%40): `{"n":10}`}, many[:]})
-	wasm, err := os.ReadFile(testwasm.Path(t, "as-stateprobe"))
-	if err != nil {
-		t.Fatal(err)
+	// More keys than a State keeps: it keeps the first STATE_KEEP_LIMIT (batch 1 reuses the
+	// STATE_KEEP_LIMIT-1 of batch 0 and keeps one more, not the others), and a batch that begins
+	// at the limit drops everything: batches 2 and 3 decode every key.
+	const overLimit = stateKeepLimit + 616
+	var limit [4]stateBatch
+	for b, decodes := range []int{0, 0, overLimit, overLimit} {
+		to := overLimit
+		if b == 0 {
+			to = stateKeepLimit - 1
+		}
+		limit[b].cmds = []string{fmt.Sprintf(`{"op":"many","from":0,"to":%d}`, to), `{"op":"decodes"}`}
+		for i := range to {
+			n := b + 1
+			if i >= stateKeepLimit-1 {
+				n = b // new in batch 1
+			}
+			limit[b].want = append(limit[b].want, fmt.Sprintf(`put c/m%d {"n":%d}`, i, n))
+		}
+		limit[b].want = append(limit[b].want, fmt.Sprintf(`put stats/decodes {"n":%d}`, decodes))
+		limit[b].logs = []string{fmt.Sprintf("decodes=%d", decodes)}
 	}
+	tests = append(tests, struct {
+		name    string
+		stored  map[string]string
+		batches []stateBatch
+	}{"more keys than STATE_KEEP_LIMIT", nil, limit[:]})
 	ctx := context.Background()
-	logs := &guestLogs{}
-	rt, err := host.NewRuntime(ctx, host.WithLogger(slog.New(logs)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(ctx)
-	mod, err := rt.Load(ctx, "as-stateprobe", wasm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mod.Close(ctx)
+	mod, logs := loadStateProbe(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := mod.NewHandler(host.TestShardID)
@@ -229,6 +348,15 @@ func TestState(t *testing.T) {
 					seq++
 					evs = append(evs, event.Event{ShardID: host.TestShardID, Seq: fmt.Sprint(seq), PartitionKey: "p", Data: []byte(c)})
 				}
+				var set []event.Mutation
+				for k, d := range b.set {
+					m := event.Mutation{Collection: "c", Key: k}
+					if d != "" {
+						m.Doc = []byte(d)
+					}
+					set = append(set, m)
+				}
+				rm.Apply(set)
 				clear(rm.reads)
 				logs.take()
 				muts, err := h.Handle(ctx, evs, rm)
@@ -245,13 +373,13 @@ func TestState(t *testing.T) {
 				var got []string
 				for _, m := range muts {
 					if m.Doc == nil {
-						got = append(got, "delete c/"+m.Key)
+						got = append(got, "delete "+m.Collection+"/"+m.Key)
 					} else {
 						got = append(got, "put "+m.Collection+"/"+m.Key+" "+string(m.Doc))
 					}
 				}
 				if !slices.Equal(got, b.want) {
-					t.Errorf("batch %d: mutations\n%q\nwant\n%q", bi, got, b.want)
+					t.Errorf("batch %d: mutations %s", bi, diffLines(got, b.want))
 				}
 				if l := logs.take(); !slices.Equal(l, b.logs) {
 					t.Errorf("batch %d: guest logs %q, want %q", bi, l, b.logs)
@@ -265,4 +393,153 @@ func TestState(t *testing.T) {
 			}
 		})
 	}
+}
+
+// diffLines describes how got differs from want: both in full when short, else their lengths
+// and the first difference.
+func diffLines(got, want []string) string {
+	if len(got)+len(want) <= 40 {
+		return fmt.Sprintf("\n%q\nwant\n%q", got, want)
+	}
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	g, w := "(end)", "(end)"
+	if i < len(got) {
+		g = got[i]
+	}
+	if i < len(want) {
+		w = want[i]
+	}
+	return fmt.Sprintf("%d, want %d; first difference at %d: %q, want %q", len(got), len(want), i, g, w)
+}
+
+// TestStateKeepingMatchesDecodeEveryBatch: a State that keeps its documents between batches
+// writes exactly what one that decodes every batch (decodeEveryBatch) writes, over a long
+// pseudo-random run of increments, deletes, Batch.put/read of the State's keys, failed batches
+// (the handler's message, misuse, a too-large document) and documents changed by someone else
+// between batches (to a new value, to other bytes of the same value, deleted), while decoding less.
+func TestStateKeepingMatchesDecodeEveryBatch(t *testing.T) {
+	type step struct {
+		set  map[string]string // as stateBatch.set
+		cmds []string          // with %[1]s for the collection
+	}
+	rng := rand.New(rand.NewPCG(14, 5))
+	var steps []step
+	for range 300 {
+		var st step
+		if rng.IntN(4) == 0 {
+			st.set = map[string]string{}
+			for range 1 + rng.IntN(3) {
+				k := fmt.Sprintf("k%d", rng.IntN(12))
+				switch rng.IntN(3) {
+				case 0:
+					st.set[k] = ""
+				case 1:
+					st.set[k] = fmt.Sprintf(`{"n":%d}`, rng.IntN(50))
+				default:
+					st.set[k] = fmt.Sprintf(`{"x":true,"n":%d}`, rng.IntN(50))
+				}
+			}
+		}
+		for range 1 + rng.IntN(12) {
+			k := fmt.Sprintf("k%d", rng.IntN(12))
+			var c string
+			switch r := rng.IntN(100); {
+			case r < 72:
+				c = fmt.Sprintf(`{"op":"inc","key":%q,"by":%d,"coll":"%%[1]s"}`, k, 1+rng.IntN(5))
+			case r < 84:
+				c = fmt.Sprintf(`{"op":"del","key":%q,"coll":"%%[1]s"}`, k)
+			case r < 91:
+				c = fmt.Sprintf(`{"op":"put","key":%q,"n":%d,"coll":"%%[1]s"}`, k, rng.IntN(50))
+			case r < 97:
+				c = fmt.Sprintf(`{"op":"read","key":%q,"coll":"%%[1]s"}`, k)
+			case r < 99:
+				c = `{"op":"fail"}`
+			default:
+				c = fmt.Sprintf(`{"op":"big","key":%q,"coll":"%%[1]s"}`, k)
+			}
+			st.cmds = append(st.cmds, c)
+		}
+		steps = append(steps, st)
+	}
+
+	ctx := context.Background()
+	mod, logs := loadStateProbe(t)
+
+	// run returns, per step, its outcome with the collection written as C, and the decodes.
+	run := func(coll string) (out []string, decodes int) {
+		h := mod.NewHandler(host.TestShardID)
+		defer h.Close(ctx)
+		rm := host.NewMemReadModel()
+		seq := 0
+		for _, st := range steps {
+			var set []event.Mutation
+			for k, d := range st.set {
+				m := event.Mutation{Collection: coll, Key: k}
+				if d != "" {
+					m.Doc = []byte(d)
+				}
+				set = append(set, m)
+			}
+			rm.Apply(set)
+			var evs []event.Event
+			for _, c := range st.cmds {
+				seq++
+				evs = append(evs, event.Event{ShardID: host.TestShardID, Seq: fmt.Sprint(seq), PartitionKey: "p", Data: fmt.Appendf(nil, c, coll)})
+			}
+			logs.take()
+			muts, err := h.Handle(ctx, evs, rm)
+			var o []string
+			if err != nil {
+				var he *host.HandlerError
+				if !errors.As(err, &he) {
+					t.Fatalf("collection %s: %v", coll, err)
+				}
+				o = append(o, "fail "+strings.ReplaceAll(he.Message, coll+"/", "C/"))
+			}
+			for _, m := range muts {
+				op, c := "put", m.Collection
+				if m.Doc == nil {
+					op = "delete"
+				}
+				if c == coll {
+					c = "C"
+				}
+				o = append(o, fmt.Sprintf("%s %s/%s %s", op, c, m.Key, m.Doc))
+			}
+			for _, l := range logs.take() {
+				if n, ok := strings.CutPrefix(l, "decodes="); ok {
+					var d int
+					fmt.Sscan(n, &d)
+					decodes += d
+				} else {
+					o = append(o, "log "+l)
+				}
+			}
+			out = append(out, strings.Join(o, "\n"))
+			rm.Apply(muts)
+		}
+		return out, decodes
+	}
+	kept, keptDecodes := run("c")
+	every, everyDecodes := run("e")
+	fails := 0
+	for i := range steps {
+		if kept[i] != every[i] {
+			t.Fatalf("step %d (%q, set %q):\nkeeping State:\n%s\ndecodeEveryBatch:\n%s", i, steps[i].cmds, steps[i].set, kept[i], every[i])
+		}
+		if strings.HasPrefix(kept[i], "fail ") {
+			fails++
+		}
+	}
+	if fails < 30 || fails > len(steps)/2 {
+		t.Errorf("%d of %d batches failed: the run does not exercise both outcomes", fails, len(steps))
+	}
+	// Every failed batch drops what the State keeps, and a third of them fail.
+	if keptDecodes*4 > everyDecodes*3 {
+		t.Errorf("the keeping State decoded %d documents, decodeEveryBatch %d: want at most three quarters", keptDecodes, everyDecodes)
+	}
+	t.Logf("%d batches, %d failed; decodes: keeping %d, decodeEveryBatch %d", len(steps), fails, keptDecodes, everyDecodes)
 }

@@ -12,6 +12,13 @@
 //   {"op":"num","n":-42}          counters.get(Key "n" + n + "/" + i32 7).n += 1 (integer parts)
 //   {"op":"text","key":"k"}       getText of "key" three times (one view), then counters.get
 //   {"op":"fail"}                 the handler returns a message
+//   {"op":"big","key":"k"}        counters.get(k).n += 1, and its encoding then exceeds 256 KiB
+//   {"op":"many","from":0,"to":9} counters.get(Key "m" + i).n += 1 for i in [from, to)
+//   {"op":"decodes"}              b.put("stats", "decodes", {"n":N}): the documents the States
+//                                 decoded so far in the batch
+//
+// "coll":"e" makes inc, del, put, read, big and many use collection "e" and its State, which decodes
+// every batch (decodeEveryBatch), instead of "c" and counters.
 //
 // At the end of a batch it logs "decodes=N": how many documents the States decoded.
 import { Batch, Doc, JsonReader, JsonWriter, Key, LEVEL_INFO, State, handle } from "../index";
@@ -21,8 +28,9 @@ let decodes = 0;
 
 class Counter extends Doc {
   n: i64 = 0;
+  big: bool = false; // not encoded by a batch that succeeds (its document is too large)
 
-  reset(): void { this.n = 0; }
+  reset(): void { this.n = 0; this.big = false; }
 
   decode(d: JsonReader): bool {
     decodes++;
@@ -30,11 +38,15 @@ class Counter extends Doc {
     return d.ok;
   }
 
-  encode(w: JsonWriter): void { w.int("n", this.n); }
+  encode(w: JsonWriter): void {
+    w.int("n", this.n);
+    if (this.big) w.string("pad", "x".repeat(256 << 10));
+  }
 }
 
 const counters = new State<Counter>("c");
 const others = new State<Counter>("c");
+const everies = new State<Counter>("e").decodeEveryBatch();
 const pair = new Key();
 const w = new JsonWriter();
 
@@ -45,17 +57,20 @@ function onBatch(b: Batch): string | null {
     const j = ev.json();
     const op = j.getText("op");
     const key = j.getText("key");
+    const e = j.getText("coll").equals("e");
+    const st = e ? everies : counters;
+    const coll = e ? "e" : "c";
     if (op.equals("inc")) {
       const by = j.getInt("by", 1);
-      counters.get(key).n += by;
+      st.get(key).n += by;
     } else if (op.equals("inc2")) {
       others.get(key).n++;
     } else if (op.equals("del")) {
-      counters.delete(key);
+      st.delete(key);
     } else if (op.equals("put")) {
-      b.put("c", key, w.begin().int("n", j.getInt("n")));
+      b.put(coll, key, w.begin().int("n", j.getInt("n")));
     } else if (op.equals("read")) {
-      const d = b.read("c", key);
+      const d = b.read(coll, key);
       b.log(LEVEL_INFO, "read " + key.toString() + ": " + (d === null ? "none" : String.UTF8.decode(d)));
     } else if (op.equals("pair")) {
       counters.get(pair.set(j.getText("a")).append("-").append(j.getText("b"))).n++;
@@ -67,6 +82,14 @@ function onBatch(b: Batch): string | null {
       counters.get(t3).n++;
     } else if (op.equals("pk")) {
       counters.get(ev.key).n++;
+    } else if (op.equals("big")) {
+      const d = st.get(key);
+      d.n++;
+      d.big = true;
+    } else if (op.equals("many")) {
+      for (let i = j.getInt("from"), to = j.getInt("to"); i < to; i++) st.get(pair.set("m").append(i)).n++;
+    } else if (op.equals("decodes")) {
+      b.put("stats", "decodes", w.begin().int("n", decodes));
     } else if (op.equals("fail")) {
       return "failed on purpose at seq " + ev.seq();
     } else {

@@ -1,7 +1,8 @@
 // flightdelays in AssemblyScript: the same projection as ../flightdelays.go, writing
 // byte-identical documents (see that file for the document shapes). Each document is a typed
-// value of a State: decoded at its key's first event in a batch, updated by plain code, encoded
-// and written once when the batch ends.
+// value of a State: decoded at its key's first event in a batch (unless the State kept it from
+// the last batch that wrote it), updated by plain code, encoded and written once when the batch
+// ends.
 //
 //   asc index.ts -o flightdelays-as.wasm --runtime minimal -O3
 import { Batch, Doc, Event, JsonReader, JsonWriter, Key, State, handle } from "@projhost/sdk";
