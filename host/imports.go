@@ -124,49 +124,42 @@ func hostFail(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 }
 
+// hostRead is projhost.read (ABI.md §1, §5).
 func hostRead(ctx context.Context, mod api.Module, stack []uint64) {
-	h := handlerOf(ctx)
-	if h == nil || !h.call.inHandle {
-		trap("projhost.read called outside projhost_handle")
-	}
-	coll := guestRange(mod, wasmabi.ImportRead, "collection", api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
-	key := guestRange(mod, wasmabi.ImportRead, "key", api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
-	bufPtr, bufCap := api.DecodeU32(stack[4]), api.DecodeU32(stack[5])
-	doc, found := h.readDoc(ctx, coll, key)
-	if !found {
-		stack[0] = api.EncodeI32(-1)
-		return
-	}
-	n := uint32(len(doc))
-	if n <= bufCap {
-		buf := guestRange(mod, wasmabi.ImportRead, "buffer", bufPtr, n)
-		copy(buf, doc)
-	}
-	stack[0] = api.EncodeU32(n)
+	serveRead(ctx, mod, stack, wasmabi.ImportRead, false)
 }
 
 // hostReadKnown is projhost.read_known (ABI.md §1, §5.1): read, except that it returns
 // wasmabi.ReadUnchanged, copying nothing, when the document is byte-for-byte the guest's known
 // bytes.
 func hostReadKnown(ctx context.Context, mod api.Module, stack []uint64) {
+	serveRead(ctx, mod, stack, wasmabi.ImportReadKnown, true)
+}
+
+// serveRead is the import name (read, or read_known when known) called with stack.
+func serveRead(ctx context.Context, mod api.Module, stack []uint64, name string, known bool) {
 	h := handlerOf(ctx)
 	if h == nil || !h.call.inHandle {
-		trap("projhost.read_known called outside projhost_handle")
+		trap("projhost.%s called outside projhost_handle", name)
 	}
-	coll := guestRange(mod, wasmabi.ImportReadKnown, "collection", api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
-	key := guestRange(mod, wasmabi.ImportReadKnown, "key", api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
-	known := guestRange(mod, wasmabi.ImportReadKnown, "known document", api.DecodeU32(stack[4]), api.DecodeU32(stack[5]))
-	bufPtr, bufCap := api.DecodeU32(stack[6]), api.DecodeU32(stack[7])
+	coll := guestRange(mod, name, "collection", api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
+	key := guestRange(mod, name, "key", api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
+	var kb []byte
+	buf := stack[4:6]
+	if known {
+		kb = guestRange(mod, name, "known document", api.DecodeU32(stack[4]), api.DecodeU32(stack[5]))
+		buf = stack[6:8]
+	}
 	doc, found := h.readDoc(ctx, coll, key)
 	switch {
 	case !found:
 		stack[0] = api.EncodeI32(-1)
-	case bytes.Equal(doc, known):
+	case known && bytes.Equal(doc, kb):
 		stack[0] = api.EncodeI32(wasmabi.ReadUnchanged)
 	default:
 		n := uint32(len(doc))
-		if n <= bufCap {
-			copy(guestRange(mod, wasmabi.ImportReadKnown, "buffer", bufPtr, n), doc)
+		if n <= api.DecodeU32(buf[1]) {
+			copy(guestRange(mod, name, "buffer", api.DecodeU32(buf[0]), n), doc)
 		}
 		stack[0] = api.EncodeU32(n)
 	}
