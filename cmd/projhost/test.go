@@ -28,7 +28,15 @@ the final read model as JSON lines ordered by collection then key:
   {"collection":"airports","key":"ORD","doc":{...}}
 
 Each element is one event: its JSON is the event data, its --key-field the partition key, its
-1-based position the sequence number. Guest log output goes to stderr. Nothing is stored.`,
+1-based position the sequence number. Guest log output goes to stderr. Nothing is stored.
+
+When a batch fails (the handler's error, a trap, a bad output), test prints no read model,
+names the failing batch's events (their sequence numbers) on stderr and exits 1. Unlike run, it
+does not narrow a failing batch down to its event: run again with --batch-size 1 for that.
+
+Compiled modules are cached under the user cache directory (projhost/wazero; on Linux
+~/.cache/projhost/wazero), so a module's first run compiles it (about 1.5 s for a standard-Go
+module) and later runs load it.`,
 		Example: `  projhost test --handler build/wasm/flightdelays-go.wasm --events plugins/examples/flightdelays/data/flights-2k.json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -130,3 +130,9 @@ $(WASM_DIR)/as-indexprobe.wasm: $(GUEST_AS_SRC) sdk/as/testdata/indexprobe.ts
 	@mkdir -p $(@D)
 	$(ASC) sdk/as/testdata/indexprobe.ts -o $@.tmp.wasm $(ASC_FLAGS)
 	@mv $@.tmp.wasm $@
+
+# Test-only handler of sdk/as/keepgc_test.go (not part of `make wasm`).
+$(WASM_DIR)/as-keepgcprobe.wasm: $(GUEST_AS_SRC) sdk/as/testdata/keepgcprobe.ts
+	@mkdir -p $(@D)
+	$(ASC) sdk/as/testdata/keepgcprobe.ts -o $@.tmp.wasm $(ASC_FLAGS)
+	@mv $@.tmp.wasm $@

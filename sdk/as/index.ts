@@ -600,7 +600,9 @@ export class Batch {
  *
  * Contract: decode(encode(d)) gives d back, field for field, and encode writes every field that
  * matters (a field encode does not write survives into the next batch of a kept document
- * unchanged, not reset: use State.decodeEveryBatch for such a class).
+ * unchanged, not reset: use State.decodeEveryBatch for such a class). Values JsonWriter cannot
+ * write as they are break it too: a string with an unpaired surrogate is written with U+FFFD,
+ * so a kept document keeps the surrogate where a decoded one would not.
  */
 export abstract class Doc {
   /** Sets every field to its value for a key without a document (called before decode too). */
@@ -793,6 +795,15 @@ function dropKept(): void {
 export class State<T extends Doc> {
   /** The collection name: 1..255 bytes of [A-Za-z0-9_.-]. */
   readonly collection: string;
+  /**
+   * Whether the document the last get returned exists: stored in the read model (kept or
+   * decoded) or created by an earlier get of the same key in this batch. False only at the get
+   * that creates a document (its fields are then what reset() set), and after a get that
+   * failed the batch. Go's State.Get returns the same as its found result. Read it right after
+   * get, with the document in a variable (`const a = airports.get(k); if (!airports.found) ...`):
+   * the next get changes it.
+   */
+  found: bool = false;
   private id: u32;
   private kept: Kept = new Kept();
   private pool: Array<T> = []; // documents of keys the State does not keep, per batch
@@ -822,10 +833,14 @@ export class State<T extends Doc> {
     const b = this.current("get");
     const k = this.kept;
     const e = b.entryFor<K>(this.ci, key, !k.on);
+    this.found = false;
     if (e < 0) return this.spareDoc();
     const held = unchecked(b.typed[e]);
     if (held !== null) {
-      if (held.stateId == this.id) return changetype<T>(held);
+      if (held.stateId == this.id) {
+        this.found = true;
+        return changetype<T>(held);
+      }
       b.misuse("State<" + nameof<T>() + ">.get " + b.name(e) + ": the document is held by another State in this batch");
       return this.spareDoc();
     }
@@ -839,6 +854,7 @@ export class State<T extends Doc> {
             const d = changetype<T>(unchecked(k.docs[s]));
             unchecked(b.typed[e] = d);
             unchecked(b.dirty[e] = true);
+            this.found = true;
             return d;
           }
           k.drop(s);
@@ -859,6 +875,7 @@ export class State<T extends Doc> {
       dp = changetype<usize>(b.arena) + <usize>unchecked(b.docOff[e]);
       dl = unchecked(b.docLen[e]);
     }
+    this.found = dl >= 0;
     if (dl >= 0 && !d.decode(docReader.reset(dp, dl))) {
       b.misuse("stored document " + b.name(e) + " does not decode as " + nameof<T>() + ": " +
         String.UTF8.decodeUnsafe(dp, min(dl, 200)));
@@ -1039,18 +1056,23 @@ let eventsSinceCollect: u32 = 0;
 
 /** Events between two collections at least (collectGarbage). */
 const COLLECT_EVENTS: u32 = 64;
+/** Events between two collections at most, however many documents are kept (collectGarbage). */
+const COLLECT_EVENTS_MAX: u32 = 1024;
 
 /**
  * Under `--runtime minimal` (the documented build; sdk/as/README.md "Why --runtime minimal"),
  * frees what earlier batches left unreachable. It runs at the start of a call into the guest, the
  * one point where no object lives only on the stack (minimal keeps no shadow stack, so it may
- * collect only then), once at least max(COLLECT_EVENTS, K / 2) events were handled since the last
- * collection, K being the number of documents the States keep (every batch of 64 events or more
- * while they keep at most 128; every 64 batches of one event), or sooner when the memory grew. A
- * collection marks what is live, kept documents included: spacing collections by K / 2 events
- * holds their cost to about 2 marks per event however many documents are kept. A handler's heap
- * so stays within what is live plus the garbage of max(64, K / 2) events (one batch of 64 events
- * at least). Other runtimes collect by themselves (incremental) or never (stub), and this does
+ * collect only then), once min(max(COLLECT_EVENTS, K / 2), COLLECT_EVENTS_MAX) events were
+ * handled since the last collection, K being the number of documents the States keep (every
+ * batch of 64 events or more while they keep at most 128; every 64 batches of one event), or
+ * sooner when the memory grew. A collection marks what is live, kept documents included: spacing
+ * collections by K / 2 events holds their cost to about 2 marks per event (16 at most, with
+ * 16384 documents kept); the cap of 1024 events bounds the garbage between two collections. A
+ * handler's heap so stays within what is live plus about twice the garbage of 1024 events (the
+ * memory grows by doubling), against 64 events when nothing is kept: a handler that makes much
+ * garbage per event and keeps many documents should use `--runtime incremental`, or make less
+ * garbage. Other runtimes collect by themselves (incremental) or never (stub), and this does
  * nothing.
  */
 function collectGarbage(): void {
@@ -1060,7 +1082,7 @@ function collectGarbage(): void {
     if (eventsSinceCollect < COLLECT_EVENTS) return;
     let kept: u32 = 0;
     for (let i = 0, n = keepers.length; i < n; i++) kept += <u32>unchecked(keepers[i]).index.size;
-    if (eventsSinceCollect < kept >> 1) return;
+    if (eventsSinceCollect < min(kept >> 1, COLLECT_EVENTS_MAX)) return;
   }
   __collect();
   pagesAtCollect = pages;
@@ -1103,7 +1125,8 @@ export function projhost_handle(ptr: usize, len: i32): i64 {
   batch.active = false;
   if (msg !== null) {
     dropKept();
-    fail(msg);
+    // An empty message would reach the host as a blank reason.
+    fail(msg.length != 0 ? msg : "guest: the handler returned an empty message (return null for success)");
     return 0;
   }
   if (batch.decodeError !== null) {

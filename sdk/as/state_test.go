@@ -164,6 +164,18 @@ func TestState(t *testing.T) {
 			}},
 		},
 		{
+			name:   "found: false only at the get that creates a document, kept or decoded or not",
+			stored: map[string]string{"s": `{"n":4}`},
+			batches: []stateBatch{
+				{cmds: []string{`{"op":"found","key":"a"}`, `{"op":"found","key":"a"}`, `{"op":"found","key":"s"}`, `{"op":"found","key":"e","coll":"e"}`},
+					want: []string{`put c/a {"n":2}`, `put c/s {"n":5}`, `put e/e {"n":1}`},
+					logs: []string{"found a: false", "found a: true", "found s: true", "found e: false", "decodes=1"}},
+				{cmds: []string{`{"op":"found","key":"a"}`, `{"op":"found","key":"b"}`, `{"op":"found","key":"e","coll":"e"}`},
+					want: []string{`put c/a {"n":3}`, `put c/b {"n":1}`, `put e/e {"n":2}`},
+					logs: []string{"found a: true", "found b: false", "found e: true", "decodes=1"}},
+			},
+		},
+		{
 			name: "kept documents are reused, new keys start reset",
 			batches: []stateBatch{
 				{cmds: []string{`{"op":"inc","key":"a","by":7}`, `{"op":"inc","key":"b","by":9}`}, want: []string{`put c/a {"n":7}`, `put c/b {"n":9}`}, logs: []string{"decodes=0"}},

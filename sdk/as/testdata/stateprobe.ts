@@ -3,6 +3,7 @@
 // semantics (first-touch order, read-your-writes, decode once, misuse) through the real host.
 //
 //   {"op":"inc","key":"k"}        counters.get(k).n += 1 ("by" adds more)
+//   {"op":"found","key":"k"}      counters.get(k).n += 1, logged as "found k: true|false" (State.found)
 //   {"op":"inc2","key":"k"}       the same through a second State of collection "c"
 //   {"op":"del","key":"k"}        counters.delete(k)
 //   {"op":"put","key":"k","n":5}  b.put("c", k, {"n":5})
@@ -63,6 +64,11 @@ function onBatch(b: Batch): string | null {
     if (op.equals("inc")) {
       const by = j.getInt("by", 1);
       st.get(key).n += by;
+    } else if (op.equals("found")) {
+      const c = st.get(key);
+      const f = st.found; // before c.n++: a compound assignment to st.get(key).n calls get twice
+      c.n++;
+      b.log(LEVEL_INFO, "found " + key.toString() + ": " + (f ? "true" : "false"));
     } else if (op.equals("inc2")) {
       others.get(key).n++;
     } else if (op.equals("del")) {

@@ -40,8 +40,10 @@ const StateKeepLimit = 16384
 // Keeping relies on a contract between decode and encode: decoding the document that encode wrote
 // for a value must give that value back, field by field. A field encode does not write (a cache,
 // a counter of the current batch) is not reset between batches for a kept value: it keeps what
-// the last batch left in it. Call DecodeEveryBatch on a State whose type does not meet the
-// contract; its values are then zeroed and decoded at their first Get in every batch.
+// the last batch left in it. Values the encoder cannot write break the contract too: Object.Float
+// writes NaN and ±Inf as null, so a kept value keeps its NaN where a decoded one would not. Call
+// DecodeEveryBatch on a State whose type does not meet the contract; its values are then zeroed
+// and decoded at their first Get in every batch.
 //
 // Values are kept in pages that never move, keys in arenas, and the encoded documents in the
 // batch's per-document buffers and the State's kept copies, all reused from batch to batch: once
