@@ -261,26 +261,7 @@ func fzRun(t *testing.T, mode string, every bool, steps []fzStep) []string {
 			}
 			return fmt.Sprint(muts(ms))
 		}
-		batch, err := abi.AppendBatch(nil, "s", evs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		enc, err := n.RunBatchImports(batch, imp)
-		if err != nil {
-			return err.Error()
-		}
-		var ms []guest.Mutation
-		if err := abi.DecodeOutput(enc, nil, func(m guest.Mutation) error { ms = append(ms, m); return nil }); err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range ms {
-			if m.Op == abi.OpPut {
-				store[string(m.Collection)+"/"+string(m.Key)] = string(m.Doc)
-			} else {
-				delete(store, string(m.Collection)+"/"+string(m.Key))
-			}
-		}
-		return fmt.Sprint(muts(ms))
+		return runBatchApply(t, n, evs, imp, store)
 	}
 	var outs []string
 	seq := 0

@@ -117,10 +117,6 @@ func (r keepRun) run(t *testing.T, steps []keepStep) keepResult {
 				out = fmt.Sprint("panic: ", p)
 			}
 		}()
-		batch, err := abi.AppendBatch(nil, "s", evs)
-		if err != nil {
-			t.Fatal(err)
-		}
 		if r.mode == "own" {
 			ms, err := n.Run("s", evs)
 			if err != nil {
@@ -128,22 +124,7 @@ func (r keepRun) run(t *testing.T, steps []keepStep) keepResult {
 			}
 			return fmt.Sprint(muts(ms))
 		}
-		enc, err := n.RunBatchImports(batch, imp)
-		if err != nil {
-			return err.Error()
-		}
-		var ms []guest.Mutation
-		if err := abi.DecodeOutput(enc, nil, func(m guest.Mutation) error { ms = append(ms, m); return nil }); err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range ms {
-			if m.Op == abi.OpPut {
-				store[string(m.Collection)+"/"+string(m.Key)] = string(m.Doc)
-			} else {
-				delete(store, string(m.Collection)+"/"+string(m.Key))
-			}
-		}
-		return fmt.Sprint(muts(ms))
+		return runBatchApply(t, n, evs, imp, store)
 	}
 	var res keepResult
 	for i := range steps {
@@ -353,4 +334,30 @@ func TestStateKeepLimit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runBatchApply runs evs on n with imp, as a host would, applies the mutations to store ("coll/key"
+// -> document) and returns them, or the batch's error.
+func runBatchApply(t *testing.T, n *guest.Native, evs []guest.Event, imp guest.Imports, store map[string]string) string {
+	t.Helper()
+	batch, err := abi.AppendBatch(nil, "s", evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := n.RunBatchImports(batch, imp)
+	if err != nil {
+		return err.Error()
+	}
+	var ms []guest.Mutation
+	if err := abi.DecodeOutput(enc, nil, func(m guest.Mutation) error { ms = append(ms, m); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Op == abi.OpPut {
+			store[string(m.Collection)+"/"+string(m.Key)] = string(m.Doc)
+		} else {
+			delete(store, string(m.Collection)+"/"+string(m.Key))
+		}
+	}
+	return fmt.Sprint(muts(ms))
 }
