@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/projhost/projhost/sdk/go/guest"
-	"github.com/projhost/projhost/sdk/go/internal/abi"
 )
 
 // fzA is a document of the first State of collection c: {"v":N} plus {"p":"xxx..."} when Pad > 0
@@ -208,22 +207,7 @@ func fzRun(t *testing.T, mode string, every bool, steps []fzStep) []string {
 	}
 	n := guest.NewNative(h)
 	store := map[string]string{}
-	imp := guest.Imports{Read: func(coll, key, buf []byte) int {
-		d, ok := store[string(coll)+"/"+string(key)]
-		if !ok {
-			return -1
-		}
-		copy(buf, d)
-		return len(d)
-	}}
-	if mode == "known" {
-		imp.ReadKnown = func(coll, key, known, buf []byte) int {
-			if d, ok := store[string(coll)+"/"+string(key)]; ok && d == string(known) {
-				return abi.ReadUnchanged
-			}
-			return imp.Read(coll, key, buf)
-		}
-	}
+	imp := storeImports(store, mode == "known")
 	get := func(k string) (string, bool) {
 		if mode == "own" {
 			d, ok := n.Get("c", k)

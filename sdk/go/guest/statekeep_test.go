@@ -94,22 +94,7 @@ func (r keepRun) run(t *testing.T, steps []keepStep) keepResult {
 	}
 	natives := []*guest.Native{guest.NewNative(h), guest.NewNative(h)}
 	store := map[string]string{}
-	imp := guest.Imports{Read: func(coll, key, buf []byte) int {
-		d, ok := store[string(coll)+"/"+string(key)]
-		if !ok {
-			return -1
-		}
-		copy(buf, d)
-		return len(d)
-	}}
-	if r.mode == "known" {
-		imp.ReadKnown = func(coll, key, known, buf []byte) int {
-			if d, ok := store[string(coll)+"/"+string(key)]; ok && d == string(known) {
-				return abi.ReadUnchanged
-			}
-			return imp.Read(coll, key, buf)
-		}
-	}
+	imp := storeImports(store, r.mode == "known")
 	// runBatch runs events on n and returns its mutations, or its error.
 	runBatch := func(n *guest.Native, evs []guest.Event) (out string) {
 		defer func() {
@@ -360,4 +345,26 @@ func runBatchApply(t *testing.T, n *guest.Native, evs []guest.Event, imp guest.I
 		}
 	}
 	return fmt.Sprint(muts(ms))
+}
+
+// storeImports are Imports serving reads from store ("coll/key" -> document), with a ReadKnown
+// when known (else the SDK emulates it with Read).
+func storeImports(store map[string]string, known bool) guest.Imports {
+	imp := guest.Imports{Read: func(coll, key, buf []byte) int {
+		d, ok := store[string(coll)+"/"+string(key)]
+		if !ok {
+			return -1
+		}
+		copy(buf, d)
+		return len(d)
+	}}
+	if known {
+		imp.ReadKnown = func(coll, key, known, buf []byte) int {
+			if d, ok := store[string(coll)+"/"+string(key)]; ok && d == string(known) {
+				return abi.ReadUnchanged
+			}
+			return imp.Read(coll, key, buf)
+		}
+	}
+	return imp
 }
