@@ -419,17 +419,17 @@ func (b *Batch) checkKey(ci int32, key []byte) bool {
 // index of its new entry (clean); -1 when the key is invalid (the batch then fails). The key must
 // not be in the batch yet.
 func (b *Batch) load(ci int32, key []byte, h uint32) int32 {
+	if !b.checkKey(ci, key) {
+		return -1
+	}
 	i, _ := b.loadKnown(ci, key, h, nil)
 	return i
 }
 
-// loadKnown is load for a caller that holds a copy of the document, known (nil: none): it reads
-// with read_known, and when the host's document is byte-for-byte known, the entry's document is
-// a copy of known and unchanged is true.
+// loadKnown is load for a caller that holds a copy of the document, known (nil: none), and has
+// checked the key (checkKey): it reads with read_known, and when the host's document is
+// byte-for-byte known, the entry's document is a copy of known and unchanged is true.
 func (b *Batch) loadKnown(ci int32, key []byte, h uint32, known []byte) (i int32, unchanged bool) {
-	if !b.checkKey(ci, key) {
-		return -1, false
-	}
 	if b.readBuf == nil {
 		b.readBuf = make([]byte, initialReadBuf)
 	}

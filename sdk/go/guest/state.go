@@ -144,8 +144,12 @@ func (s *State[T]) Get(b *Batch, key []byte) (v *T, found bool) {
 	if i >= 0 { // the batch read or wrote it before: compare what it has
 		e := &b.entries[i]
 		unchanged = known != nil && e.state == statePresent && bytesString(e.doc) == bytesString(known)
-	} else if i, unchanged = b.loadKnown(s.ci, key, h, known); i < 0 {
-		return s.discard()
+	} else {
+		// A key with a slot was checked when the slot was made.
+		if slot < 0 && !b.checkKey(s.ci, key) {
+			return s.discard()
+		}
+		i, unchanged = b.loadKnown(s.ci, key, h, known)
 	}
 	return s.take(b, i, slot, unchanged)
 }
@@ -296,9 +300,11 @@ func (s *State[T]) done(b *Batch, ok bool) {
 		return
 	}
 	for _, i := range s.held {
+		// The entry's document is not read again in this batch: the slot takes its buffer,
+		// and the entry the slot's, to reuse.
 		e := &b.entries[i]
 		k := &s.keys[e.slot]
-		k.doc = append(k.doc[:0], e.doc...)
+		k.doc, e.doc = e.doc, k.doc[:0]
 		k.ok = true
 	}
 }

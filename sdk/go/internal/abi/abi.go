@@ -17,6 +17,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -380,13 +381,19 @@ func (w *OutputWriter) Reset() {
 
 // Put appends a put of doc (a JSON object) at collection/key. Limits are checked by the host.
 func (w *OutputWriter) Put(collection, key string, doc []byte) {
-	w.Buf = append(w.Buf, OpPut)
-	w.Buf = binary.LittleEndian.AppendUint16(w.Buf, uint16(len(collection)))
-	w.Buf = append(w.Buf, collection...)
-	w.Buf = binary.LittleEndian.AppendUint16(w.Buf, uint16(len(key)))
-	w.Buf = append(w.Buf, key...)
-	w.Buf = binary.LittleEndian.AppendUint32(w.Buf, uint32(len(doc)))
-	w.Buf = append(w.Buf, doc...)
+	// Room for the whole mutation at once, then written in place: fewer calls and branches
+	// than an append per part, which WebAssembly makes expensive.
+	n, size := len(w.Buf), 1+2+len(collection)+2+len(key)+4+len(doc)
+	w.Buf = slices.Grow(w.Buf, size)[:n+size]
+	m := w.Buf[n:]
+	m[0] = OpPut
+	binary.LittleEndian.PutUint16(m[1:], uint16(len(collection)))
+	p := 3 + copy(m[3:], collection)
+	binary.LittleEndian.PutUint16(m[p:], uint16(len(key)))
+	p += 2
+	p += copy(m[p:], key)
+	binary.LittleEndian.PutUint32(m[p:], uint32(len(doc)))
+	copy(m[p+4:], doc)
 	w.count++
 	binary.LittleEndian.PutUint32(w.Buf[4:], w.count)
 }
