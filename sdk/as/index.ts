@@ -38,7 +38,7 @@
 // surrogates become U+FFFD), or UTF-8 bytes (Bytes, Key, ArrayBuffer). Documents are JSON objects.
 
 import {
-  Bytes, BytesIndex, JsonReader, JsonWriter, MAX_INDEXED_FIELDS, Scratch, grownBuffer, openFields, utf8Into, validIndex, validUTF8,
+  Bytes, BytesIndex, JsonReader, JsonWriter, MAX_INDEXED_FIELDS, Scratch, grownBuffer, openFields, prefixHash, utf8Into, validIndex, validUTF8,
 } from "./json";
 export { Bytes, BytesIndex, JsonFields, JsonReader, JsonWriter, Key } from "./json";
 
@@ -847,7 +847,7 @@ export class State<T extends Doc> {
     let s = -1;
     if (k.on) {
       const kp = b.keys.keyPtr(e) + 4, kl = b.keys.keyLen(e) - 4;
-      s = k.index.find(kp, kl);
+      s = k.index.findHashed(b.keys.hashAt(e) ^ prefixHash(<u32>this.ci), kp, kl); // the key's hash, not computed again
       if (b.fresh) { // the key's first touch in the batch: ask the host, with the kept bytes if any
         if (s >= 0 && k.has(s)) {
           if (b.ask(e, k.ptr(s), k.len(s))) { // unchanged: the kept object as it is

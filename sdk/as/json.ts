@@ -1532,8 +1532,13 @@ export class BytesIndex {
   lastHash: u32 = 0;
 
   /** The index of the key p..p+n, or -1. */
-  find(p: usize, n: i32): i32 {
-    const h = fnv(p, n);
+  find(p: usize, n: i32): i32 { return this.findHashed(fnv(p, n), p, n); }
+
+  /**
+   * find with the key's hash h (hashOf of the bytes p..p+n), known from elsewhere: the hash of a
+   * prefixed key is its bytes' hash xored with prefixHash(prefix).
+   */
+  findHashed(h: u32, p: usize, n: i32): i32 {
     this.lastHash = h;
     const mask = this.slots.length - 1;
     const meta = this.meta;
@@ -1551,11 +1556,12 @@ export class BytesIndex {
 
   /**
    * The index of the key made of the 4 bytes of prefix (little-endian) then p..p+n, or -1,
-   * without building it; lastHash is then its hash, for addPrefixed. Its hash is not find's:
-   * keys added that way are found by findPrefixed only.
+   * without building it; lastHash is then its hash, for addPrefixed. Its hash is not find's but
+   * hashOf(p, n) ^ prefixHash(prefix) (see hashAt): keys added that way are found by
+   * findPrefixed only.
    */
   findPrefixed(prefix: u32, p: usize, n: i32): i32 {
-    const h = fnvMore(2166136261 ^ (prefix * 0x9E3779B1), p, n);
+    const h = fnv(p, n) ^ prefixHash(prefix);
     this.lastHash = h;
     const mask = this.slots.length - 1;
     const meta = this.meta;
@@ -1593,6 +1599,9 @@ export class BytesIndex {
     memory.copy(q + 4, p, n);
     return this.added(n + 4, h);
   }
+
+  /** The hash key i was added with (for a prefixed key, xor prefixHash(prefix) gives its bytes' hashOf). */
+  hashAt(i: i32): u32 { return <u32>unchecked(this.meta[this.at(i) + 2]); }
 
   /** The bytes of key i (valid until the next add). */
   keyPtr(i: i32): usize { return changetype<usize>(this.arena) + <usize>unchecked(this.meta[this.at(i)]); }
@@ -1649,6 +1658,13 @@ function noKey(i: i32): void {
 }
 
 function fnv(p: usize, n: i32): u32 { return fnvMore(2166136261, p, n); }
+
+/** The hash BytesIndex.find gives the bytes p..p+n. */
+export function hashOf(p: usize, n: i32): u32 { return fnv(p, n); }
+
+/** What a prefix adds to a prefixed key's hash (xor). */
+// @ts-ignore: decorator
+@inline export function prefixHash(prefix: u32): u32 { return prefix * 0x9E3779B1; }
 
 /** FNV-1a: h continued over the bytes p..p+n. */
 function fnvMore(h: u32, p: usize, n: i32): u32 {
