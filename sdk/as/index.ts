@@ -203,6 +203,11 @@ export class Batch {
   readBuf: ArrayBuffer = new ArrayBuffer(4096);
   readLen: i32 = -1; // after entry(ci, kp, kl, true) of a new key or ask: the host's answer (-1 none, -2 unchanged)
   fresh: bool = false; // whether the last entry or entryFor created its entry
+  // Set by State.get around its entryFor: the kept keys of the State (keys with the same hash
+  // as the batch's, without the prefix), looked up by entry when it creates an entry; keptSlot
+  // is then the key's slot there, or -1.
+  keptIndex: BytesIndex | null = null;
+  keptSlot: i32 = -1;
   private reader: JsonReader = new JsonReader(); // readDoc's
   private lastKey: string | null = null; // entryFor's last string key, its collection and entry
   private lastCi: i32 = -1;
@@ -450,10 +455,13 @@ export class Batch {
     const keys = this.keys;
     let e = keys.findPrefixed(<u32>ci, kp, kl);
     if (e >= 0) return e;
-    // A new key: check it once.
-    let ok = kl > 0 && kl <= MAX_DOC_KEY_LEN;
+    // A new key: check it once, unless keptIndex (a State's kept keys) has it, checked then.
+    const kx = this.keptIndex;
+    const s = kx !== null ? kx.findHashed(keys.lastHash ^ prefixHash(<u32>ci), kp, kl) : -1;
+    this.keptSlot = s;
+    let ok = s >= 0 || kl > 0 && kl <= MAX_DOC_KEY_LEN;
     let high = false;
-    for (let i = 0; ok && i < kl; i++) {
+    for (let i = 0; ok && s < 0 && i < kl; i++) {
       const c = load<u8>(kp + <usize>i);
       ok = c != 0;
       high = high || c >= 0x80;
@@ -832,7 +840,9 @@ export class State<T extends Doc> {
   get<K>(key: K): T {
     const b = this.current("get");
     const k = this.kept;
+    if (k.on) b.keptIndex = k.index;
     const e = b.entryFor<K>(this.ci, key, !k.on);
+    b.keptIndex = null;
     this.found = false;
     if (e < 0) return this.spareDoc();
     const held = unchecked(b.typed[e]);
@@ -847,7 +857,8 @@ export class State<T extends Doc> {
     let s = -1;
     if (k.on) {
       const kp = b.keys.keyPtr(e) + 4, kl = b.keys.keyLen(e) - 4;
-      s = k.index.findHashed(b.keys.hashAt(e) ^ prefixHash(<u32>this.ci), kp, kl); // the key's hash, not computed again
+      // The key's slot: entry looked it up when it created the entry; else with the entry's hash.
+      s = b.fresh ? b.keptSlot : k.index.findHashed(b.keys.hashAt(e) ^ prefixHash(<u32>this.ci), kp, kl);
       if (b.fresh) { // the key's first touch in the batch: ask the host, with the kept bytes if any
         if (s >= 0 && k.has(s)) {
           if (b.ask(e, k.ptr(s), k.len(s))) { // unchanged: the kept object as it is
