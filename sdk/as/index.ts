@@ -459,14 +459,17 @@ export class Batch {
     const kx = this.keptIndex;
     const s = kx !== null ? kx.findHashed(keys.lastHash ^ prefixHash(<u32>ci), kp, kl) : -1;
     this.keptSlot = s;
-    let ok = s >= 0 || kl > 0 && kl <= MAX_DOC_KEY_LEN;
-    let high = false;
-    for (let i = 0; ok && s < 0 && i < kl; i++) {
-      const c = load<u8>(kp + <usize>i);
-      ok = c != 0;
-      high = high || c >= 0x80;
+    let ok = true;
+    if (s < 0) {
+      ok = kl > 0 && kl <= MAX_DOC_KEY_LEN;
+      let high = false;
+      for (let i = 0; ok && i < kl; i++) {
+        const c = load<u8>(kp + <usize>i);
+        ok = c != 0;
+        high = high || c >= 0x80;
+      }
+      if (ok && high) ok = validUTF8(kp, kp + <usize>kl);
     }
-    if (ok && high) ok = validUTF8(kp, kp + <usize>kl);
     if (!ok) {
       this.misuse("collection " + unchecked(this.collNames[ci]) + ": invalid key \"" + String.UTF8.decodeUnsafe(kp, kl) +
         "\": want 1..1024 bytes of UTF-8 without NUL");
@@ -908,7 +911,7 @@ export class State<T extends Doc> {
     }
     const k = this.kept;
     if (k.on) {
-      const s = k.index.find(b.keys.keyPtr(e) + 4, b.keys.keyLen(e) - 4);
+      const s = k.index.findHashed(b.keys.hashAt(e) ^ prefixHash(<u32>this.ci), b.keys.keyPtr(e) + 4, b.keys.keyLen(e) - 4);
       if (s >= 0) k.drop(s);
     }
     unchecked(b.typed[e] = null);

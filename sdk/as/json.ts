@@ -1535,8 +1535,8 @@ export class BytesIndex {
   find(p: usize, n: i32): i32 { return this.findHashed(fnv(p, n), p, n); }
 
   /**
-   * find with the key's hash h (hashOf of the bytes p..p+n), known from elsewhere: the hash of a
-   * prefixed key is its bytes' hash xored with prefixHash(prefix).
+   * find with the key's hash h (the FNV-1a of the bytes p..p+n that find computes), known from
+   * elsewhere: the hash of a prefixed key is its bytes' hash xored with prefixHash(prefix).
    */
   findHashed(h: u32, p: usize, n: i32): i32 {
     this.lastHash = h;
@@ -1557,7 +1557,7 @@ export class BytesIndex {
   /**
    * The index of the key made of the 4 bytes of prefix (little-endian) then p..p+n, or -1,
    * without building it; lastHash is then its hash, for addPrefixed. Its hash is not find's but
-   * hashOf(p, n) ^ prefixHash(prefix) (see hashAt): keys added that way are found by
+   * find's hash of p..p+n xored with prefixHash(prefix) (see hashAt): keys added that way are found by
    * findPrefixed only.
    */
   findPrefixed(prefix: u32, p: usize, n: i32): i32 {
@@ -1600,7 +1600,7 @@ export class BytesIndex {
     return this.added(n + 4, h);
   }
 
-  /** The hash key i was added with (for a prefixed key, xor prefixHash(prefix) gives its bytes' hashOf). */
+  /** The hash key i was added with (for a prefixed key, xor prefixHash(prefix) gives find's hash of its bytes). */
   hashAt(i: i32): u32 { return <u32>unchecked(this.meta[this.at(i) + 2]); }
 
   /** The bytes of key i (valid until the next add). */
@@ -1658,9 +1658,6 @@ function noKey(i: i32): void {
 }
 
 function fnv(p: usize, n: i32): u32 { return fnvMore(2166136261, p, n); }
-
-/** The hash BytesIndex.find gives the bytes p..p+n. */
-export function hashOf(p: usize, n: i32): u32 { return fnv(p, n); }
 
 /** What a prefix adds to a prefixed key's hash (xor). */
 // @ts-ignore: decorator
